@@ -1,0 +1,49 @@
+"""constrax: differentiable constrained Lagrangian dynamics on JAX.
+
+Write a Lagrangian `L(t, q, qd, p)` and constraints as plain JAX functions; constrax
+derives mass matrix, bias terms and constraint Jacobians by autodiff, solves for
+accelerations and multipliers under the Lagrange–d'Alembert or vakonomic prescription,
+and integrates with diffrax.
+"""
+
+from ._constraints import (
+    AbstractConstraint as AbstractConstraint,
+    Holonomic as Holonomic,
+    Pfaffian as Pfaffian,
+    VelocityConstraint as VelocityConstraint,
+)
+from ._diagnostics import (
+    ConstraintRank as ConstraintRank,
+    ConstraintResidual as ConstraintResidual,
+    constraint_jacobian as constraint_jacobian,
+    constraint_rank as constraint_rank,
+    constraint_residual as constraint_residual,
+    effective_energy as effective_energy,
+    energy as energy,
+    reaction_power as reaction_power,
+)
+from ._dynamics import Accelerations as Accelerations, accelerations as accelerations
+from ._prescriptions import (
+    AbstractPrescription as AbstractPrescription,
+    DAlembert as DAlembert,
+    Vakonomic as Vakonomic,
+)
+from ._simulate import (
+    Trajectory as Trajectory,
+    consistent_initial_state as consistent_initial_state,
+    simulate as simulate,
+)
+from ._solve import (
+    AbstractConstraintSolver as AbstractConstraintSolver,
+    AutoSolver as AutoSolver,
+    KKT as KKT,
+    UdwadiaKalaba as UdwadiaKalaba,
+)
+from ._stabilisation import (
+    AbstractStabilisation as AbstractStabilisation,
+    Baumgarte as Baumgarte,
+    Projection as Projection,
+)
+from ._system import System as System, mass_matrix as mass_matrix
+
+__version__ = "0.1.0"

@@ -1,0 +1,176 @@
+r"""Constraint kinds. Every constraint is brought to velocity level $c(t, q, \dot q) = 0$.
+
+DESIGN.md §1; seed 001 §5.4 (holonomic and ideal non-holonomic constraints), seed 002
+("d'Alembert prescription", "Linear vakonomic constraints", "Nonlinear vakonomic
+constraints").
+"""
+
+import abc
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ._custom_types import (
+    AffineTermFn,
+    HolonomicFn,
+    OneFormFn,
+    Params,
+    Time,
+    VelocityConstraintFn,
+)
+
+
+def _name_of(fn, default: str) -> str:
+    name = getattr(fn, "__name__", None)
+    if name is None or name == "<lambda>":
+        return default
+    return name
+
+
+class AbstractConstraint(eqx.Module):
+    r"""A set of `k` constraint rows written at velocity level, $c(t, q, \dot q) = 0$.
+
+    Subclasses say whether the rows come from positions (`holonomic`) and whether they
+    are linear in the velocities (`linear_in_velocity`); the engine derives the
+    Jacobian $A = \partial c / \partial \dot q$ and the bias $\dot c - A \ddot q$ by
+    autodiff.
+    """
+
+    name: eqx.AbstractVar[str]
+    holonomic: eqx.AbstractClassVar[bool]
+    linear_in_velocity: eqx.AbstractClassVar[bool]
+
+    @abc.abstractmethod
+    def velocity_residual(
+        self, t: Time, q: Float[Array, " n"], qd: Float[Array, " n"], p: Params
+    ) -> Float[Array, " k"]:
+        """The rows $c(t, q, \\dot q)$."""
+
+    def position_residual(self, t: Time, q: Float[Array, " n"], p: Params) -> Float[Array, " k"]:
+        """The rows $g(t, q)$ for holonomic constraints; raises for velocity constraints."""
+        raise TypeError(f"constraint {self.name!r} has no position-level residual")
+
+
+class Holonomic(AbstractConstraint):
+    r"""Holonomic (position) constraint $g(t, q, p) = 0$, possibly rheonomic.
+
+    Seed 001 §5.4.1 (Definition 5.1). At velocity level
+    $c = \frac{\partial g}{\partial q}\dot q + \frac{\partial g}{\partial t}$, computed as
+    one `jax.jvp` of `g` along the tangent $(1, \dot q)$.
+
+    **Arguments:**
+
+    - `g`: `g(t, q, p) -> (k,)` (a scalar is read as one row).
+    - `name`: used in error messages and diagnostics; defaults to `g.__name__`.
+
+    **Example:** a bead on a hoop of radius `R` spun about the vertical at rate `w`,
+    in Cartesian coordinates:
+
+    ```python
+    def hoop(t, q, p):
+        x, y, z = q
+        c, s = jnp.cos(p["w"] * t), jnp.sin(p["w"] * t)
+        return jnp.stack([x**2 + y**2 + z**2 - p["R"] ** 2, -s * x + c * y])
+    cx.Holonomic(hoop)
+    ```
+    """
+
+    g: HolonomicFn
+    name: str = eqx.field(static=True)
+    holonomic: ClassVar[bool] = True
+    linear_in_velocity: ClassVar[bool] = True
+
+    def __init__(self, g: HolonomicFn, name: str | None = None):
+        self.g = g
+        self.name = name if name is not None else _name_of(g, "holonomic")
+
+    def position_residual(self, t, q, p):
+        return jnp.atleast_1d(self.g(t, q, p))
+
+    def velocity_residual(self, t, q, qd, p):
+        fn = lambda t_, q_: jnp.atleast_1d(self.g(t_, q_, p))
+        _, c = jax.jvp(fn, (t, q), (jnp.ones_like(t), qd))
+        return c
+
+
+class Pfaffian(AbstractConstraint):
+    r"""Pfaffian (affine one-form) constraint $\omega(t, q, p)\,\dot q + b(t, q, p) = 0$.
+
+    Seed 001 §5.4.2.2, seed 002 "Linear vakonomic constraints". A non-zero `b`
+    describes moving supports (a turntable, a conveyor).
+
+    **Arguments:**
+
+    - `omega`: `omega(t, q, p) -> (k, n)` one-form rows (an `(n,)` vector is one row).
+    - `b`: optional `b(t, q, p) -> (k,)`; `None` means zero.
+    - `name`: used in error messages and diagnostics; defaults to `omega.__name__`.
+
+    **Example:** the knife edge / Chaplygin sleigh no-side-slip constraint:
+
+    ```python
+    def no_slip(t, q, p):
+        x, y, th = q
+        return jnp.array([-jnp.sin(th), jnp.cos(th), 0.0])
+    cx.Pfaffian(no_slip)
+    ```
+    """
+
+    omega: OneFormFn
+    b: AffineTermFn | None
+    name: str = eqx.field(static=True)
+    holonomic: ClassVar[bool] = False
+    linear_in_velocity: ClassVar[bool] = True
+
+    def __init__(self, omega: OneFormFn, b: AffineTermFn | None = None, name: str | None = None):
+        self.omega = omega
+        self.b = b
+        self.name = name if name is not None else _name_of(omega, "pfaffian")
+
+    def one_form(self, t: Time, q: Float[Array, " n"], p: Params) -> Float[Array, "k n"]:
+        """The rows $\\omega(t, q)$ as a `(k, n)` matrix."""
+        w = self.omega(t, q, p)
+        return w[None, :] if jnp.ndim(w) == 1 else w
+
+    def affine_term(self, t: Time, q: Float[Array, " n"], p: Params) -> Float[Array, " k"]:
+        """The affine term $b(t, q)$ (zeros when `b` is `None`)."""
+        if self.b is None:
+            return jnp.zeros(self.one_form(t, q, p).shape[0], dtype=q.dtype)
+        return jnp.atleast_1d(self.b(t, q, p))
+
+    def velocity_residual(self, t, q, qd, p):
+        return self.one_form(t, q, p) @ qd + self.affine_term(t, q, p)
+
+
+class VelocityConstraint(AbstractConstraint):
+    r"""Nonlinear velocity constraint $F(t, q, \dot q, p) = 0$.
+
+    Seed 002 "Nonlinear vakonomic constraints". Under `DAlembert` the reactions follow
+    Chetaev's rule $R = (\partial F/\partial \dot q)^\top \lambda$; under `Vakonomic`
+    they carry the acceleration terms $-\mu^a \partial^2 F_a/\partial\dot q^2\,\ddot q$.
+
+    **Arguments:**
+
+    - `F`: `F(t, q, qd, p) -> (k,)` (a scalar is read as one row).
+    - `name`: used in error messages and diagnostics; defaults to `F.__name__`.
+
+    **Example:** a particle moving at constant speed `v`:
+
+    ```python
+    cx.VelocityConstraint(lambda t, q, qd, p: 0.5 * (qd @ qd - p["v"] ** 2))
+    ```
+    """
+
+    F: VelocityConstraintFn
+    name: str = eqx.field(static=True)
+    holonomic: ClassVar[bool] = False
+    linear_in_velocity: ClassVar[bool] = False
+
+    def __init__(self, F: VelocityConstraintFn, name: str | None = None):
+        self.F = F
+        self.name = name if name is not None else _name_of(F, "velocity_constraint")
+
+    def velocity_residual(self, t, q, qd, p):
+        return jnp.atleast_1d(self.F(t, q, qd, p))

@@ -1,0 +1,204 @@
+r"""Accelerations and multipliers at one state: prescription → saddle system → solve.
+
+The pipeline reads like the physics (DESIGN.md §1): Lagrangian terms $(W, f)$ →
+constraint terms $(A, c, c_\text{bias})$ → optional stabilisation → saddle solve for
+$(\ddot q, \lambda)$ → reactions.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Int
+
+from ._custom_types import Params, Time
+from ._prescriptions import AbstractPrescription, DAlembert
+from ._solve import AbstractConstraintSolver, AutoSolver
+from ._stabilisation import AbstractStabilisation, Baumgarte, Projection
+from ._system import (
+    System,
+    as_time,
+    check_state,
+    constraint_bias,
+    constraint_row_counts,
+    constraint_terms,
+    euler_lagrange_rhs,
+    euler_lagrange_terms,
+    generalized_force,
+    holonomic_mask,
+    position_residual,
+    scatter_holonomic,
+)
+
+
+class Accelerations(eqx.Module):
+    r"""Output of `accelerations`.
+
+    - `qdd`: accelerations $\ddot q$, shape `(n,)`.
+    - `multipliers`: $\lambda$ (d'Alembert) or $\dot\mu$ (vakonomic), shape `(m,)`, in the
+      order of the stacked constraint rows; minimum-norm where `A` is rank-deficient.
+    - `mu_dot`: $\dot\mu$ under `Vakonomic`, `None` under `DAlembert`.
+    - `reactions`: total reaction force
+      $R = \frac{d}{dt}\partial L/\partial\dot q - \partial L/\partial q - Q$, shape `(n,)`.
+    - `reactions_multiplier`: the part $A^\top\lambda$ (all of $R$ for d'Alembert; the
+      $\dot\mu^a\omega_a$ part for vakonomic).
+    - `reactions_curl`: $R - A^\top\lambda$ (zero for d'Alembert; the curl part
+      $\mu^a(\partial_j\omega_{ai} - \partial_i\omega_{aj})\dot q^j$ plus, for nonlinear
+      constraints, the acceleration terms, for vakonomic).
+    - `force`: the non-constraint generalized force $Q$, reported apart from reactions.
+    - `reaction_power`: $\dot q^\top R$.
+    - `rank`: numerical rank of $A$ used by the solve (`-1`: singular KKT system).
+    - `velocity`: the velocity the vector field used ($\dot q$, or its projection under
+      `Projection`), i.e. the time derivative of `q`.
+    """
+
+    qdd: Float[Array, " n"]
+    multipliers: Float[Array, " m"]
+    mu_dot: Float[Array, " m"] | None
+    reactions: Float[Array, " n"]
+    reactions_multiplier: Float[Array, " n"]
+    reactions_curl: Float[Array, " n"]
+    force: Float[Array, " n"]
+    reaction_power: Float[Array, ""]
+    rank: Int[Array, ""]
+    velocity: Float[Array, " n"]
+
+
+def check_mu(prescription: AbstractPrescription, mu, m: int, dtype) -> Array | None:
+    """Validate the vakonomic multipliers against the number of constraint rows."""
+    if not prescription.multiplier_state:
+        if mu is not None:
+            raise ValueError(
+                f"`mu` is only used by the vakonomic prescription, got prescription="
+                f"{type(prescription).__name__}; drop `mu`"
+            )
+        return None
+    if mu is None:
+        raise ValueError(
+            f"the vakonomic prescription needs the multipliers `mu` (shape ({m},), one per "
+            f"constraint row): pass mu=... (mu0=... to simulate)"
+        )
+    mu = jnp.asarray(mu, dtype=dtype)
+    if mu.shape != (m,):
+        raise ValueError(
+            f"`mu` must have one entry per constraint row: expected shape ({m},), got {mu.shape}"
+        )
+    return mu
+
+
+def _step(
+    system: System,
+    prescription: AbstractPrescription,
+    solver: AbstractConstraintSolver,
+    stabilisation: AbstractStabilisation | None,
+    t,
+    q,
+    qd,
+    mu,
+    p,
+    mask: np.ndarray,
+):
+    """Core of the vector field: returns `(q_dot, qd_used, qdd, lam, state, A)`.
+
+    `qd_used` is the velocity the dynamics were evaluated at (the projection of `qd`
+    under `Projection`), `q_dot` the time derivative of `q`.
+    """
+    L = prescription.effective_lagrangian(system, mu, p)
+    with jax.named_scope("constraint_terms"):
+        A, c, c_bias = constraint_terms(system, t, q, qd, p)
+    with jax.named_scope("lagrangian_terms"):
+        W, f0 = euler_lagrange_terms(L, t, q, qd)
+    with jax.named_scope("factor"):
+        state = solver.factor(W, A)
+    q_dot = qd_used = qd
+    has_holonomic = bool(mask.any())
+    if isinstance(stabilisation, Projection):
+        with jax.named_scope("projection"):
+            qd_p = qd - solver.project(state, c)
+            _, c_bias = constraint_bias(system, t, q, qd_p, p)
+            f0 = euler_lagrange_rhs(L, t, q, qd_p)
+            b = -c_bias - stabilisation.alpha * c
+            q_dot = qd_used = qd_p
+            if has_holonomic:
+                g = scatter_holonomic(mask, position_residual(system, t, q, p))
+                q_dot = qd_p - stabilisation.beta * solver.project(state, g)
+    elif isinstance(stabilisation, Baumgarte):
+        stab = jnp.where(mask, 2 * stabilisation.alpha, stabilisation.alpha) * c
+        if has_holonomic:
+            g = scatter_holonomic(mask, position_residual(system, t, q, p))
+            stab = stab + stabilisation.beta**2 * g
+        b = -c_bias - stab
+    elif stabilisation is None:
+        b = -c_bias
+    else:
+        raise TypeError(f"unknown stabilisation {stabilisation!r}")
+    f = f0 + generalized_force(system, t, q, qd_used, p)
+    with jax.named_scope("saddle_solve"):
+        qdd, lam = solver.solve(state, f, b)
+    return q_dot, qd_used, qdd, lam, state, A
+
+
+def accelerations(
+    system: System,
+    t: Time,
+    q: Float[Array, " n"],
+    qd: Float[Array, " n"],
+    p: Params = None,
+    *,
+    prescription: AbstractPrescription = DAlembert(),
+    mu: Float[Array, " m"] | None = None,
+    constraint_solver: AbstractConstraintSolver = AutoSolver(),
+    stabilisation: AbstractStabilisation | None = None,
+) -> Accelerations:
+    r"""Accelerations, multipliers and reactions of a constrained system at one state.
+
+    Solves $W_\ast\ddot q = f_\ast + A^\top\lambda$, $A\ddot q = -c_\text{bias}$ (plus
+    stabilisation terms if asked), DESIGN.md §1; under `Vakonomic` the effective
+    Lagrangian is $L - \mu\cdot c$ and $\lambda = \dot\mu$ (seed 002).
+
+    **Arguments:**
+
+    - `system`: the `System`.
+    - `t`, `q`, `qd`, `p`: time, coordinates `(n,)`, velocities `(n,)`, parameters.
+    - `prescription`: `cx.DAlembert()` (default) or `cx.Vakonomic()`.
+    - `mu`: vakonomic multipliers `(m,)` (required with `Vakonomic`).
+    - `constraint_solver`: `cx.AutoSolver()` (default), `cx.KKT()` or `cx.UdwadiaKalaba()`.
+    - `stabilisation`: `None`, `cx.Baumgarte(...)` or `cx.Projection(...)`.
+
+    **Returns:** an `Accelerations` (`qdd`, `multipliers`, `reactions`, ...).
+
+    **Example:**
+
+    ```python
+    out = cx.accelerations(system, 0.0, q, qd, p)
+    out.qdd, out.multipliers, out.reactions
+    ```
+    """
+    q, qd = check_state(q, qd)
+    t = as_time(t, q)
+    counts = constraint_row_counts(system, t, q, qd, p)
+    mask = holonomic_mask(system, t, q, qd, p)
+    mu = check_mu(prescription, mu, sum(counts), q.dtype)
+    q_dot, qd_used, qdd, lam, state, A = _step(
+        system, prescription, constraint_solver, stabilisation, t, q, qd, mu, p, mask
+    )
+    force = generalized_force(system, t, q, qd_used, p)
+    R_mult = A.T @ lam
+    if prescription.multiplier_state:
+        # Total reaction with the *original* Lagrangian: R = W qdd - f0 - Q.
+        W, f0 = euler_lagrange_terms(lambda t, q, qd: system.lagrangian(t, q, qd, p), t, q, qd_used)
+        R = W @ qdd - f0 - force
+    else:
+        R = R_mult
+    return Accelerations(
+        qdd=qdd,
+        multipliers=lam,
+        mu_dot=lam if prescription.multiplier_state else None,
+        reactions=R,
+        reactions_multiplier=R_mult,
+        reactions_curl=R - R_mult,
+        force=force,
+        reaction_power=qd_used @ R,
+        rank=constraint_solver.rank(state),
+        velocity=q_dot,
+    )

@@ -1,0 +1,380 @@
+r"""`simulate`: integrate constrained dynamics with diffrax; `Trajectory`; consistent initial
+states (DESIGN.md §1 "Drift", §2).
+
+The state is $(q, \dot q)$, plus $\mu$ under the vakonomic prescription; the vector field
+is `_dynamics._step`. Every diffrax solver, step-size controller, `SaveAt`, adjoint and
+progress meter passes through unchanged.
+"""
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optimistix as optx
+from jaxtyping import Array, Float
+
+from ._custom_types import Params
+from ._diagnostics import ConstraintResidual, ConstraintRank, constraint_rank, effective_energy
+from ._diagnostics import energy as _energy
+from ._dynamics import Accelerations, _step, accelerations, check_mu
+from ._prescriptions import AbstractPrescription, DAlembert
+from ._solve import AbstractConstraintSolver, AutoSolver, UdwadiaKalaba
+from ._stabilisation import AbstractStabilisation
+from ._system import (
+    System,
+    as_time,
+    check_state,
+    constraint_row_counts,
+    constraint_terms,
+    euler_lagrange_terms,
+    holonomic_mask,
+    position_residual,
+    row_names,
+    stacked_residual,
+)
+
+_MAX_STEPS = (
+    "constrax.simulate: the solver took `max_steps` steps without reaching t1. Increase "
+    "`max_steps`, loosen the step-size controller's rtol/atol, or look for stiffness or a "
+    "singular configuration (cx.constraint_rank) along the trajectory."
+)
+_FAILED = (
+    "constrax.simulate: the diffrax solve did not succeed (step size underflow, non-finite "
+    "values or an internal failure). Inspect `Trajectory.result` with `throw=False`."
+)
+_NONFINITE = (
+    "constrax.simulate: the trajectory contains NaN or inf. Check the parameters, the "
+    "initial state, and whether the motion reaches a configuration where the mass matrix "
+    "is singular on ker A."
+)
+_NONFINITE_INPUT = "constrax.simulate: `{}` contains NaN or inf."
+
+
+def _check_finite(x, name):
+    leaves = [
+        jnp.asarray(leaf)
+        for leaf in jax.tree_util.tree_leaves(x)
+        if eqx.is_array_like(leaf) and jnp.issubdtype(jnp.asarray(leaf).dtype, jnp.inexact)
+    ]
+    if not leaves:
+        return x
+    bad = jnp.any(jnp.stack([~jnp.all(jnp.isfinite(leaf)) for leaf in leaves]))
+    return eqx.error_if(x, bad, _NONFINITE_INPUT.format(name))
+
+
+class _VectorField(eqx.Module):
+    system: System
+    prescription: AbstractPrescription
+    solver: AbstractConstraintSolver
+    stabilisation: AbstractStabilisation | None
+    mask: np.ndarray = eqx.field(static=True, converter=lambda x: tuple(bool(v) for v in x))
+
+    def __call__(self, t, y, p):
+        q, qd = y[0], y[1]
+        mu = y[2] if self.prescription.multiplier_state else None
+        q_dot, _, qdd, lam, _, _ = _step(
+            self.system,
+            self.prescription,
+            self.solver,
+            self.stabilisation,
+            t,
+            q,
+            qd,
+            mu,
+            p,
+            np.asarray(self.mask, dtype=bool),
+        )
+        if self.prescription.multiplier_state:
+            return (q_dot, qdd, lam)
+        return (q_dot, qdd)
+
+
+class Trajectory(eqx.Module):
+    r"""The result of `simulate`.
+
+    - `ts`: save times `(k,)`; `q`, `qd`: `(k, n)`; `mu`: `(k, m)` under `Vakonomic`,
+      else `None`.
+    - `solution`: the underlying `diffrax.Solution` (dense output, `stats`, `result`).
+    - `system`, `p`, `prescription`, `constraint_solver`, `stabilisation`: what produced it,
+      used by the helper methods below (evaluated along the saved states with `vmap`).
+
+    Under `jax.jit`/`jax.vmap` return arrays (`traj.q`), or use `equinox.filter_jit` /
+    `equinox.filter_vmap` to return the whole `Trajectory` (it holds the user functions).
+    """
+
+    ts: Float[Array, " k"]
+    q: Float[Array, "k n"]
+    qd: Float[Array, "k n"]
+    mu: Float[Array, "k m"] | None
+    solution: diffrax.Solution
+    system: System
+    p: Params
+    prescription: AbstractPrescription
+    constraint_solver: AbstractConstraintSolver
+    stabilisation: AbstractStabilisation | None
+
+    @property
+    def stats(self) -> dict:
+        """diffrax statistics (`num_steps`, `num_accepted_steps`, ...)."""
+        return self.solution.stats
+
+    @property
+    def result(self):
+        """The `diffrax.RESULTS` outcome of the solve."""
+        return self.solution.result
+
+    def _map(self, fn):
+        if self.mu is None:
+            return jax.vmap(lambda t, q, qd: fn(t, q, qd, None))(self.ts, self.q, self.qd)
+        return jax.vmap(fn)(self.ts, self.q, self.qd, self.mu)
+
+    def accelerations(self) -> Accelerations:
+        """`accelerations` at every saved state (fields gain a leading time axis)."""
+        return self._map(
+            lambda t, q, qd, mu: accelerations(
+                self.system,
+                t,
+                q,
+                qd,
+                self.p,
+                prescription=self.prescription,
+                mu=mu,
+                constraint_solver=self.constraint_solver,
+                stabilisation=self.stabilisation,
+            )
+        )
+
+    def multipliers(self) -> Float[Array, "k m"]:
+        """$\\lambda$ (d'Alembert) or $\\dot\\mu$ (vakonomic) along the trajectory."""
+        return self.accelerations().multipliers
+
+    def reactions(self) -> Float[Array, "k n"]:
+        """Reaction forces $R$ along the trajectory."""
+        return self.accelerations().reactions
+
+    def reaction_power(self) -> Float[Array, " k"]:
+        """$\\dot q^\\top R$ along the trajectory."""
+        return self.accelerations().reaction_power
+
+    def energy(self) -> Float[Array, " k"]:
+        """$E = \\dot q\\cdot\\partial L/\\partial\\dot q - L$ along the trajectory."""
+        return self._map(lambda t, q, qd, mu: _energy(self.system, t, q, qd, self.p))
+
+    def effective_energy(self) -> Float[Array, " k"]:
+        """$E[L, M]$ (seed 002) along a vakonomic trajectory."""
+        if self.mu is None:
+            raise ValueError("effective_energy needs a vakonomic trajectory (with `mu`)")
+        return self._map(lambda t, q, qd, mu: effective_energy(self.system, t, q, qd, mu, self.p))
+
+    def constraint_residual(self) -> ConstraintResidual:
+        """Position ($g$) and velocity ($c$) residuals along the trajectory."""
+        return self._map(
+            lambda t, q, qd, mu: ConstraintResidual(
+                position_residual(self.system, t, q, self.p),
+                stacked_residual(self.system, self.p)(t, q, qd),
+            )
+        )
+
+    def constraint_rank(self, rtol: float | None = None) -> ConstraintRank:
+        """Rank and singular values of $A(q)$ along the trajectory."""
+        return self._map(
+            lambda t, q, qd, mu: constraint_rank(self.system, t, q, qd, self.p, rtol=rtol)
+        )
+
+    def evaluate(self, t) -> tuple[Array, ...]:
+        """Dense output `(q, qd[, mu])` at time `t` (needs `SaveAt(dense=True)`)."""
+        return self.solution.evaluate(t)
+
+
+def consistent_initial_state(
+    system: System,
+    t0,
+    q0: Float[Array, " n"],
+    qd0: Float[Array, " n"],
+    p: Params = None,
+    *,
+    rtol: float = 1e-12,
+    atol: float = 1e-12,
+    max_steps: int = 64,
+    velocity_iterations: int = 8,
+) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
+    r"""Project an initial state onto the constraint manifold.
+
+    Positions: Gauss–Newton (`optimistix.GaussNewton`, minimum-norm steps) on the
+    holonomic residual $g(t_0, q) = 0$ starting from `q0`. Velocities: the $W$-orthogonal
+    projection of `qd0` onto $\{c(t_0, q, \dot q) = 0\}$,
+    $\dot q \leftarrow \dot q - W^{-1}A^\top(AW^{-1}A^\top)^+ c$ (exact in one step for
+    linear constraints; iterated `velocity_iterations` times for nonlinear ones), with the
+    rank-tolerant `UdwadiaKalaba` factorisation.
+
+    **Returns:** `(q, qd)` satisfying the constraints.
+
+    **Example:** `q0, qd0 = cx.consistent_initial_state(system, 0.0, q0, qd0, p)`.
+    """
+    q0, qd0 = check_state(q0, qd0)
+    t0 = as_time(t0, q0)
+    constraint_row_counts(system, t0, q0, qd0, p)
+    q = q0
+    if any(con.holonomic for con in system.constraints):
+        sol = optx.least_squares(
+            lambda y, _: position_residual(system, t0, y, p),
+            optx.GaussNewton(rtol=rtol, atol=atol),
+            q0,
+            max_steps=max_steps,
+        )
+        q = sol.value
+    L = lambda t, q, qd: system.lagrangian(t, q, qd, p)
+    solver = UdwadiaKalaba()
+    linear = all(con.linear_in_velocity for con in system.constraints)
+
+    def project(qd, _):
+        A, c, _ = constraint_terms(system, t0, q, qd, p)
+        W, _ = euler_lagrange_terms(L, t0, q, qd)
+        return qd - solver.project(solver.factor(W, A), c), None
+
+    qd, _ = jax.lax.scan(project, qd0, None, length=1 if linear else velocity_iterations)
+    return q, qd
+
+
+def simulate(
+    system: System,
+    q0: Float[Array, " n"],
+    qd0: Float[Array, " n"],
+    p: Params = None,
+    *,
+    t0=0.0,
+    t1,
+    dt0=None,
+    solver: diffrax.AbstractSolver = diffrax.Tsit5(),
+    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
+    saveat: diffrax.SaveAt | None = None,
+    adjoint: diffrax.AbstractAdjoint = diffrax.RecursiveCheckpointAdjoint(),
+    max_steps: int | None = 16384,
+    progress_meter: diffrax.AbstractProgressMeter = diffrax.NoProgressMeter(),
+    prescription: AbstractPrescription = DAlembert(),
+    mu0: Float[Array, " m"] | None = None,
+    constraint_solver: AbstractConstraintSolver = AutoSolver(),
+    stabilisation: AbstractStabilisation | None = None,
+    project_initial: bool = False,
+    initial_tolerance: float = 1e-8,
+    throw: bool = True,
+) -> Trajectory:
+    r"""Integrate the constrained equations of motion with `diffrax.diffeqsolve`.
+
+    The ODE is $\dot q = \dot q$, $\ddot q$ from the saddle solve of `accelerations`
+    (and $\dot\mu = \lambda$ under `Vakonomic`), DESIGN.md §1.
+
+    **Arguments:**
+
+    - `system`, `q0`, `qd0`, `p`: the system, initial coordinates/velocities `(n,)`, and
+      parameters (any pytree; differentiate with respect to it freely).
+    - `t0`, `t1`, `dt0`: time span and initial step (`dt0=None` lets an adaptive controller
+      choose; required with `diffrax.ConstantStepSize`).
+    - `solver`, `stepsize_controller`, `saveat`, `adjoint`, `max_steps`, `progress_meter`:
+      passed to diffrax. Defaults: `Tsit5()`, `PIDController(rtol=1e-8, atol=1e-8)`,
+      `SaveAt(t1=True)`, `RecursiveCheckpointAdjoint()`.
+    - `prescription`: `cx.DAlembert()` or `cx.Vakonomic()`; `mu0` the initial vakonomic
+      multipliers `(m,)` (default zeros: $\mu_0$ is free initial data of that problem).
+    - `constraint_solver`: `cx.AutoSolver()`, `cx.KKT()` or `cx.UdwadiaKalaba()`.
+    - `stabilisation`: `None` (default), `cx.Baumgarte(...)` or `cx.Projection(...)`.
+    - `project_initial`: project `(q0, qd0)` with `consistent_initial_state` first.
+      Otherwise an initial state that violates a constraint by more than
+      `initial_tolerance` (absolute on $g$; relative to $\max(1, |\dot q|_\infty)$ on
+      $c$) raises an error naming the constraint.
+    - `throw`: raise on a failed solve (max steps, non-finite values); with `False`
+      inspect `Trajectory.result`.
+
+    **Returns:** a `Trajectory`.
+
+    **Example:**
+
+    ```python
+    traj = cx.simulate(system, q0, qd0, p, t0=0.0, t1=10.0,
+                       saveat=diffrax.SaveAt(ts=jnp.linspace(0.0, 10.0, 101)))
+    traj.q, traj.energy()
+    ```
+    """
+    q0, qd0 = check_state(q0, qd0)
+    t0a = as_time(t0, q0)
+    counts = constraint_row_counts(system, t0a, q0, qd0, p)
+    m = sum(counts)
+    mask = holonomic_mask(system, t0a, q0, qd0, p)
+    if prescription.multiplier_state and mu0 is None:
+        mu0 = jnp.zeros((m,), q0.dtype)
+    mu0 = check_mu(prescription, mu0, m, q0.dtype)
+    q0 = _check_finite(q0, "q0")
+    qd0 = _check_finite(qd0, "qd0")
+    p = _check_finite(p, "p")
+    if mu0 is not None:
+        mu0 = _check_finite(mu0, "mu0")
+    if project_initial:
+        q0, qd0 = consistent_initial_state(system, t0a, q0, qd0, p)
+    elif m > 0:
+        names = row_names(system, t0a, q0, qd0, p)
+        c = stacked_residual(system, p)(t0a, q0, qd0)
+        scale = jnp.maximum(1.0, jnp.max(jnp.abs(qd0)))
+        viol = jnp.abs(c) / scale
+        if mask.any():
+            g = position_residual(system, t0a, q0, p)
+            viol = viol.at[np.flatnonzero(mask)].max(jnp.abs(g))
+        viol = jax.lax.stop_gradient(viol)
+        msgs = [
+            f"constrax.simulate: the initial state violates constraint row {name} by more than "
+            f"initial_tolerance={initial_tolerance:g}. Project it with "
+            "cx.consistent_initial_state(...), pass project_initial=True, or raise "
+            "initial_tolerance."
+            for name in names
+        ]
+        q0 = eqx.branched_error_if(
+            q0, jnp.max(viol) > initial_tolerance, jnp.argmax(viol), msgs
+        )
+    if stepsize_controller is None:
+        stepsize_controller = diffrax.PIDController(rtol=1e-8, atol=1e-8)
+    if saveat is None:
+        saveat = diffrax.SaveAt(t1=True)
+    y0 = (q0, qd0) if mu0 is None else (q0, qd0, mu0)
+    vf = _VectorField(system, prescription, constraint_solver, stabilisation, mask)
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(vf),
+        solver,
+        t0,
+        t1,
+        dt0,
+        y0,
+        args=p,
+        saveat=saveat,
+        stepsize_controller=stepsize_controller,
+        adjoint=adjoint,
+        max_steps=max_steps,
+        progress_meter=progress_meter,
+        throw=False,
+    )
+    ys = sol.ys
+    if throw:
+        ok = sol.result == diffrax.RESULTS.successful
+        ms = sol.result == diffrax.RESULTS.max_steps_reached
+        ys = eqx.error_if(ys, ms, _MAX_STEPS)
+        ys = eqx.error_if(ys, ~ok & ~ms, _FAILED)
+        if ys is not None:
+            finite = jnp.all(
+                jnp.stack([jnp.all(jnp.isfinite(y) | jnp.isinf(sol.ts)[:, None]) for y in ys])
+            )
+            ys = eqx.error_if(ys, ~finite, _NONFINITE)
+    if ys is None:
+        q = qd = mu = None
+    else:
+        q, qd = ys[0], ys[1]
+        mu = ys[2] if mu0 is not None else None
+    return Trajectory(
+        ts=sol.ts,
+        q=q,
+        qd=qd,
+        mu=mu,
+        solution=sol,
+        system=system,
+        p=p,
+        prescription=prescription,
+        constraint_solver=constraint_solver,
+        stabilisation=stabilisation,
+    )

@@ -1,0 +1,233 @@
+r"""Solvers for the saddle-point system of constrained dynamics (DESIGN.md §1)
+
+$$W\ddot q = f + A^\top\lambda, \qquad A\ddot q = b.$$
+
+* `KKT`: LU of the $(n+m)$ saddle matrix $\begin{bmatrix}W & A^\top\\ A & 0\end{bmatrix}$.
+  Fast ($\tfrac23(n+m)^3$ flops, no SVD), valid whenever $A$ has full row rank and $W$
+  is positive definite on $\ker A$ (so $W$ itself may be singular). A (near-)zero pivot is
+  reported as an error instead of returning garbage.
+* `UdwadiaKalaba`: Gauss's principle of least constraint,
+  $\ddot q = a + W^{-1/2}(AW^{-1/2})^+(b - Aa)$, $a = W^{-1}f$ (seed 003 §1.2 motivates
+  it). A Cholesky of $W_a = W + \kappa A^\top A$ (positive definite whenever $W$ is on
+  $\ker A$; it leaves $\ddot q$ and $\lambda$ unchanged because $A\ddot q = b$) and an SVD
+  pseudoinverse of the $m\times n$ matrix $B = AL^{-\top}$ with a relative cutoff. The
+  accelerations are unique even where $A$ loses rank or rows are redundant; the
+  multipliers returned are then the minimum-norm ones, and the rank is reported.
+  Costs one Cholesky ($\tfrac13 n^3$) plus an SVD ($O(mn^2)$); the pseudoinverse has a
+  custom JVP (Golub–Pereyra), so gradients stay finite at rank-deficient points.
+* `AutoSolver`: the KKT path, switching to `UdwadiaKalaba` (via `lax.cond`) at points
+  where the KKT pivots say the saddle matrix is numerically singular. Under `vmap` a
+  `cond` evaluates both branches, so batched code pays for both: pick `KKT` for
+  batched rollouts of systems known to be regular.
+"""
+
+import abc
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+from jaxtyping import Array, Float, Int
+
+_SINGULAR_KKT = (
+    "constrax: the saddle-point matrix [[W, A^T], [A, 0]] is singular. Either the constraint "
+    "rows are linearly dependent (A lost rank: a singular configuration or redundant "
+    "constraints) or the mass matrix W = d2L/dqd2 is singular on the admissible velocities "
+    "ker A. Use `constraint_solver=cx.UdwadiaKalaba()` or `cx.AutoSolver()` for the former; "
+    "check the Lagrangian for the latter."
+)
+_SINGULAR_MASS = (
+    "constrax: the mass matrix W = d2L/dqd2 is not positive definite on the admissible "
+    "velocities ker A (the Cholesky factor of W + k A^T A is not finite). Check the "
+    "Lagrangian's kinetic energy, its parameters, and that the state is finite."
+)
+
+
+def _default_rtol(dtype) -> float:
+    return float(np.sqrt(np.finfo(dtype).eps))
+
+
+class AbstractConstraintSolver(eqx.Module):
+    """Factor $(W, A)$ once; then solve for $(\\ddot q, \\lambda)$ and project onto $A\\delta = r$."""
+
+    @abc.abstractmethod
+    def factor(self, W: Float[Array, "n n"], A: Float[Array, "m n"]):
+        """Return a factorisation state (a pytree)."""
+
+    @abc.abstractmethod
+    def solve(self, state, f: Float[Array, " n"], b: Float[Array, " m"]):
+        """Return `(qdd, lam)` with `W qdd = f + A^T lam`, `A qdd = b`."""
+
+    @abc.abstractmethod
+    def project(self, state, r: Float[Array, " m"]) -> Float[Array, " n"]:
+        r"""The minimum-$W$-norm $\delta$ with $A\delta = r$ (least squares if rank-deficient)."""
+
+    @abc.abstractmethod
+    def rank(self, state) -> Int[Array, ""]:
+        """Numerical rank of $A$ used by the solve."""
+
+
+class _KKTState(eqx.Module):
+    lu: Array
+    piv: Array
+    singular: Array
+    n: int = eqx.field(static=True)
+
+
+class KKT(AbstractConstraintSolver):
+    """Direct LU solve of the saddle-point (KKT) system; the fast path for full-rank `A`.
+
+    **Arguments:**
+
+    - `pivot_rtol`: a pivot of the LU factor below `pivot_rtol * max|pivot|` flags the
+      saddle matrix as singular (default `100 * eps`).
+    - `throw`: raise (via `equinox.error_if`) on a singular saddle matrix (default `True`).
+    """
+
+    pivot_rtol: float | None = None
+    throw: bool = True
+
+    def _factor(self, W, A):
+        n, m = W.shape[0], A.shape[0]
+        K = jnp.block([[W, A.T], [A, jnp.zeros((m, m), W.dtype)]])
+        lu, piv = jsl.lu_factor(K)
+        d = jnp.abs(jnp.diagonal(lu))
+        rtol = 100 * float(np.finfo(W.dtype).eps) if self.pivot_rtol is None else self.pivot_rtol
+        singular = jax.lax.stop_gradient(
+            ~jnp.all(jnp.isfinite(lu)) | (jnp.min(d) <= rtol * jnp.max(d))
+        )
+        return _KKTState(lu, piv, singular, n)
+
+    def factor(self, W, A):
+        return self._factor(W, A)
+
+    def _solve(self, state, rhs):
+        out = jsl.lu_solve((state.lu, state.piv), rhs)
+        if self.throw:
+            out = eqx.error_if(out, state.singular, _SINGULAR_KKT)
+        return out
+
+    def solve(self, state, f, b):
+        sol = self._solve(state, jnp.concatenate([f, b]))
+        return sol[: state.n], -sol[state.n :]
+
+    def project(self, state, r):
+        sol = self._solve(state, jnp.concatenate([jnp.zeros(state.n, r.dtype), r]))
+        return sol[: state.n]
+
+    def rank(self, state):
+        m = state.lu.shape[0] - state.n
+        return jnp.where(state.singular, -1, m).astype(jnp.int32)
+
+
+class _UKState(eqx.Module):
+    L: Array  # Cholesky factor of W + kappa A^T A
+    A: Array
+    kappa: Array
+    Bpinv: Array  # (n, m) pseudoinverse of B = A L^{-T}
+    B: Array
+
+
+class UdwadiaKalaba(AbstractConstraintSolver):
+    r"""Gauss's principle / Udwadia–Kalaba solve, well defined when $A$ loses rank.
+
+    **Arguments:**
+
+    - `rtol`: singular values of $B = AW^{-1/2}$ below `rtol * max` are treated as zero
+      (default $\sqrt{\epsilon}$ of the dtype: $1.5\times10^{-8}$ in float64).
+    - `throw`: raise if $W$ is not positive definite on $\ker A$ (default `True`).
+    """
+
+    rtol: float | None = None
+    throw: bool = True
+
+    def factor(self, W, A):
+        n, m = W.shape[0], A.shape[0]
+        if m == 0:
+            kappa = jnp.zeros((), W.dtype)
+            Wa = W
+        else:
+            kappa = jax.lax.stop_gradient(
+                jnp.trace(W) / jnp.maximum(jnp.sum(A * A), jnp.finfo(W.dtype).tiny)
+            )
+            Wa = W + kappa * (A.T @ A)
+        L = jnp.linalg.cholesky(Wa)
+        if self.throw:
+            L = eqx.error_if(L, ~jnp.all(jnp.isfinite(L)), _SINGULAR_MASS)
+        if m == 0:
+            B = jnp.zeros((0, n), W.dtype)
+            Bpinv = jnp.zeros((n, 0), W.dtype)
+        else:
+            B = jsl.solve_triangular(L, A.T, lower=True).T  # A L^{-T}
+            rtol = _default_rtol(W.dtype) if self.rtol is None else self.rtol
+            Bpinv = jnp.linalg.pinv(B, rtol=rtol)
+        return _UKState(L, A, kappa, Bpinv, B)
+
+    def _lt_solve(self, state, y):  # L^{-T} y
+        return jsl.solve_triangular(state.L.T, y, lower=False)
+
+    def solve(self, state, f, b):
+        fa = f + state.kappa * (state.A.T @ b)
+        a = jsl.cho_solve((state.L, True), fa)
+        y = state.Bpinv @ (b - state.A @ a)
+        qdd = a + self._lt_solve(state, y)
+        lam = state.Bpinv.T @ y
+        return qdd, lam
+
+    def project(self, state, r):
+        return self._lt_solve(state, state.Bpinv @ r)
+
+    def rank(self, state):
+        if state.B.shape[0] == 0:
+            return jnp.zeros((), jnp.int32)
+        return jnp.round(jnp.trace(state.B @ state.Bpinv)).astype(jnp.int32)
+
+
+class _AutoState(eqx.Module):
+    kkt: _KKTState
+    W: Array
+    A: Array
+
+
+class AutoSolver(AbstractConstraintSolver):
+    """KKT where the saddle matrix is regular, `UdwadiaKalaba` where it is (nearly) singular.
+
+    **Arguments:**
+
+    - `switch_rtol`: KKT pivot ratio below which the Gauss/Udwadia–Kalaba path is taken
+      (default `1e-10`).
+    - `rtol`: the pseudoinverse cutoff of the fallback (see `UdwadiaKalaba`).
+    """
+
+    switch_rtol: float = 1e-10
+    rtol: float | None = None
+
+    def _kkt(self):
+        return KKT(pivot_rtol=self.switch_rtol, throw=False)
+
+    def _uk(self):
+        return UdwadiaKalaba(rtol=self.rtol)
+
+    def factor(self, W, A):
+        return _AutoState(self._kkt().factor(W, A), W, A)
+
+    def _branch(self, state, kkt_fn, uk_fn):
+        return jax.lax.cond(
+            state.kkt.singular,
+            lambda: uk_fn(self._uk().factor(state.W, state.A)),
+            lambda: kkt_fn(state.kkt),
+        )
+
+    def solve(self, state, f, b):
+        return self._branch(
+            state, lambda s: self._kkt().solve(s, f, b), lambda s: self._uk().solve(s, f, b)
+        )
+
+    def project(self, state, r):
+        return self._branch(
+            state, lambda s: self._kkt().project(s, r), lambda s: self._uk().project(s, r)
+        )
+
+    def rank(self, state):
+        return self._branch(state, self._kkt().rank, self._uk().rank)

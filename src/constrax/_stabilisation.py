@@ -1,0 +1,59 @@
+r"""Drift control for the index-reduced equations (DESIGN.md §1, "Drift").
+
+Differentiating the constraints to acceleration level makes $g = 0$ and $c = 0$ invariant
+but not attractive: integration error accumulates. Two remedies:
+
+* `Baumgarte(alpha, beta)`: $A\ddot q = -c_\text{bias} - (2\alpha c + \beta^2 g)$ on
+  holonomic rows and $-\alpha c$ on velocity rows, so $\ddot g + 2\alpha\dot g + \beta^2 g = 0$
+  and $\dot c = -\alpha c$.
+* `Projection(alpha, beta)`: the vector field is evaluated at the $W$-orthogonal
+  projection $\dot q_P$ of the velocity onto the constraint set, with
+  $A\ddot q = -c_\text{bias}(q, \dot q_P) - \alpha c(q, \dot q)$ and
+  $\dot q$-equation $\dot q_\text{pos} = \dot q_P - \beta\,W^{-1}A^\top(AW^{-1}A^\top)^+ g$.
+  The velocity error $\delta = \dot q - \dot q_P$ then obeys $\dot\delta = -\alpha\delta$ and
+  the position error $\dot g = -\beta g$, *measured in velocity units*, not in units of
+  $c$. This is what keeps the snake cart of seed 003 §1.2 on its constraints as it
+  crosses $\phi = \pm\pi/2$: there a constraint row degenerates like $\cos\phi$, so a
+  residual $c$ corresponds to a velocity error $c/\cos\phi$, which plain Baumgarte lets
+  grow without bound. Use it with `UdwadiaKalaba` or `AutoSolver` across singularities.
+
+Rates are in 1/time units of the problem: choose them a few times faster than the
+fastest physical rate and slower than the integrator's step can resolve (`alpha * dt`
+well below 1 for explicit solvers).
+"""
+
+import equinox as eqx
+
+
+class AbstractStabilisation(eqx.Module):
+    """Base class of drift-control schemes (`Baumgarte`, `Projection`)."""
+
+    alpha: eqx.AbstractVar[float]
+    beta: eqx.AbstractVar[float]
+
+
+class Baumgarte(AbstractStabilisation):
+    r"""Baumgarte stabilisation: $\ddot g + 2\alpha\dot g + \beta^2 g = 0$, $\dot c = -\alpha c$.
+
+    **Arguments:**
+
+    - `alpha`: velocity-level rate (1/time), default `10.0`.
+    - `beta`: position-level rate (1/time) for holonomic rows, default `10.0`.
+    """
+
+    alpha: float = 10.0
+    beta: float = 10.0
+
+
+class Projection(AbstractStabilisation):
+    r"""Evaluate the dynamics on the projected velocity; relax errors at rates `alpha`, `beta`.
+
+    **Arguments:**
+
+    - `alpha`: decay rate (1/time) of the velocity's distance from the constraint set,
+      default `10.0`.
+    - `beta`: decay rate (1/time) of the holonomic position residual $g$, default `10.0`.
+    """
+
+    alpha: float = 10.0
+    beta: float = 10.0

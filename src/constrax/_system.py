@@ -1,0 +1,271 @@
+r"""`System`: a Lagrangian, its constraints and a generalized force, and the terms the
+engine derives from them by autodiff (DESIGN.md §1).
+
+* mass matrix $W = \partial^2 L / \partial \dot q^2$;
+* $f = Q + \partial L/\partial q - (\partial^2 L/\partial\dot q\,\partial q)\,\dot q
+  - \partial^2 L/\partial\dot q\,\partial t$ (the bias is one `jax.jvp` of
+  $\partial L/\partial\dot q$ along $(1, \dot q)$, never a full mixed Hessian);
+* stacked constraint rows $c$, their Jacobian $A = \partial c/\partial\dot q$ and the bias
+  $c_\text{bias} = \dot c - A\ddot q$ (one `jax.linearize` of $c$).
+"""
+
+from collections.abc import Callable, Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from ._constraints import AbstractConstraint, Holonomic, Pfaffian, VelocityConstraint
+from ._custom_types import ForceFn, LagrangianFn, Params, Time
+
+
+class System(eqx.Module):
+    r"""A constrained mechanical system.
+
+    **Arguments:**
+
+    - `lagrangian`: `L(t, q, qd, p) -> scalar`.
+    - `constraints`: a sequence of `Holonomic`, `Pfaffian` and `VelocityConstraint`
+      (any mix). Their rows are stacked in the order given; `multipliers` follow it.
+    - `force`: optional non-conservative generalized force `Q(t, q, qd, p) -> (n,)`
+      (friction, dissipation, controls). It is *not* a constraint force: it enters $f$
+      and is reported apart from the reactions.
+
+    **Example:**
+
+    ```python
+    def L(t, q, qd, p):
+        return 0.5 * p["m"] * qd @ qd - p["m"] * 9.81 * q[1]
+    def rod(t, q, p):
+        return q @ q - p["l"] ** 2
+    pendulum = cx.System(lagrangian=L, constraints=[cx.Holonomic(rod)])
+    ```
+    """
+
+    lagrangian: LagrangianFn
+    constraints: tuple[AbstractConstraint, ...]
+    force: ForceFn | None
+
+    def __init__(
+        self,
+        lagrangian: LagrangianFn,
+        constraints: Sequence[AbstractConstraint] = (),
+        force: ForceFn | None = None,
+    ):
+        if not callable(lagrangian):
+            raise TypeError(f"`lagrangian` must be callable L(t, q, qd, p), got {lagrangian!r}")
+        if isinstance(constraints, AbstractConstraint):
+            constraints = (constraints,)
+        constraints = tuple(constraints)
+        for i, con in enumerate(constraints):
+            if not isinstance(con, AbstractConstraint):
+                raise TypeError(
+                    f"`constraints[{i}]` must be a cx.Holonomic, cx.Pfaffian or "
+                    f"cx.VelocityConstraint, got {type(con).__name__}"
+                )
+        if force is not None and not callable(force):
+            raise TypeError(f"`force` must be callable Q(t, q, qd, p) or None, got {force!r}")
+        self.lagrangian = lagrangian
+        self.constraints = constraints
+        self.force = force
+
+
+# ----------------------------------------------------------------------------------------
+# Trace-time validation: shapes are checked with `jax.eval_shape` before anything runs.
+
+
+def _shape(fn, *args) -> tuple[int, ...]:
+    return tuple(jax.eval_shape(fn, *args).shape)
+
+
+def as_time(t, q: Array) -> Array:
+    """`t` as a scalar array of the dtype of `q`."""
+    t = jnp.asarray(t)
+    if t.ndim != 0:
+        raise ValueError(f"`t` must be a scalar time, got shape {t.shape}")
+    return t.astype(q.dtype)
+
+
+def check_state(q, qd) -> tuple[Array, Array]:
+    """Validate the coordinate/velocity arrays; returns them as inexact arrays."""
+    q = jnp.asarray(q)
+    qd = jnp.asarray(qd)
+    if q.ndim != 1:
+        raise ValueError(f"`q` must be a 1-D array of generalized coordinates, got shape {q.shape}")
+    if qd.shape != q.shape:
+        raise ValueError(
+            f"`q` and `qd` must have the same shape, got q.shape={q.shape} and qd.shape={qd.shape}"
+        )
+    if not jnp.issubdtype(q.dtype, jnp.inexact):
+        q = q.astype(jnp.result_type(float))
+    qd = qd.astype(q.dtype)
+    return q, qd
+
+
+def constraint_row_counts(system: System, t, q, qd, p) -> tuple[int, ...]:
+    """Check every user function's output shape at trace time; return rows per constraint.
+
+    Raises `ValueError` naming the function, the constraint and the shapes at fault.
+    """
+    n = q.shape[0]
+    shape = _shape(system.lagrangian, t, q, qd, p)
+    if shape != ():
+        raise ValueError(f"the Lagrangian L(t, q, qd, p) must return a scalar, got shape {shape}")
+    if system.force is not None:
+        shape = _shape(system.force, t, q, qd, p)
+        if shape != (n,):
+            raise ValueError(
+                f"the force Q(t, q, qd, p) must return shape (n,) = ({n},) like `q`, got {shape}"
+            )
+    rows = []
+    for con in system.constraints:
+        label = f"constraint {con.name!r} ({type(con).__name__})"
+        if isinstance(con, Holonomic):
+            shape = _shape(con.g, t, q, p)
+            if len(shape) > 1:
+                raise ValueError(f"{label}: g(t, q, p) must return a scalar or shape (k,), got {shape}")
+            k = shape[0] if shape else 1
+        elif isinstance(con, Pfaffian):
+            shape = _shape(con.omega, t, q, p)
+            if not (shape == (n,) or (len(shape) == 2 and shape[1] == n)):
+                raise ValueError(
+                    f"{label}: omega(t, q, p) must return shape (k, n) = (k, {n}) or ({n},), "
+                    f"got {shape}"
+                )
+            k = 1 if len(shape) == 1 else shape[0]
+            if con.b is not None:
+                bshape = _shape(con.b, t, q, p)
+                if bshape not in ((k,), ()) or (bshape == () and k != 1):
+                    raise ValueError(
+                        f"{label}: b(t, q, p) must return shape (k,) = ({k},) to match omega's "
+                        f"{k} rows, got {bshape}"
+                    )
+        elif isinstance(con, VelocityConstraint):
+            shape = _shape(con.F, t, q, qd, p)
+            if len(shape) > 1:
+                raise ValueError(
+                    f"{label}: F(t, q, qd, p) must return a scalar or shape (k,), got {shape}"
+                )
+            k = shape[0] if shape else 1
+        else:
+            k = _shape(con.velocity_residual, t, q, qd, p)[0]
+        rows.append(k)
+    return tuple(rows)
+
+
+def row_names(system: System, t, q, qd, p) -> list[str]:
+    """A label `"name[i]"` for every stacked constraint row."""
+    counts = constraint_row_counts(system, t, q, qd, p)
+    return [f"{con.name}[{i}]" for con, k in zip(system.constraints, counts) for i in range(k)]
+
+
+def holonomic_mask(system: System, t, q, qd, p) -> np.ndarray:
+    """Static boolean mask of the stacked rows that come from holonomic constraints."""
+    counts = constraint_row_counts(system, t, q, qd, p)
+    return np.concatenate(
+        [np.full(k, con.holonomic) for con, k in zip(system.constraints, counts)]
+        or [np.zeros(0, bool)]
+    )
+
+
+# ----------------------------------------------------------------------------------------
+# Lagrangian terms.
+
+
+def _gradients(lagrangian: Callable) -> Callable:
+    return jax.grad(lagrangian, argnums=(1, 2))
+
+
+def euler_lagrange_terms(
+    lagrangian: Callable, t: Time, q: Float[Array, " n"], qd: Float[Array, " n"]
+) -> tuple[Float[Array, "n n"], Float[Array, " n"]]:
+    r"""$(W, f_0)$ with $W = \partial^2 L/\partial\dot q^2$ and
+    $f_0 = \partial L/\partial q - (\partial^2 L/\partial\dot q\partial q)\dot q
+    - \partial^2 L/\partial\dot q\partial t$, for `lagrangian(t, q, qd)`.
+
+    One `jax.linearize` of $(\partial L/\partial q, \partial L/\partial\dot q)$; the bias
+    is its tangent along $(1, \dot q, 0)$, the columns of $W$ its tangents along $(0, 0, e_i)$.
+    """
+    (Lq, _), lin = jax.linearize(_gradients(lagrangian), t, q, qd)
+    zt, zq = jnp.zeros_like(t), jnp.zeros_like(q)
+    bias = lin(jnp.ones_like(t), qd, zq)[1]
+    W = jax.vmap(lambda e: lin(zt, zq, e)[1], out_axes=1)(jnp.eye(q.shape[0], dtype=q.dtype))
+    return W, Lq - bias
+
+
+def euler_lagrange_rhs(lagrangian: Callable, t, q, qd) -> Float[Array, " n"]:
+    """$f_0$ alone (one `jax.jvp`, no mass matrix)."""
+    (Lq, _), (_, bias) = jax.jvp(
+        _gradients(lagrangian), (t, q, qd), (jnp.ones_like(t), qd, jnp.zeros_like(qd))
+    )
+    return Lq - bias
+
+
+def generalized_force(system: System, t, q, qd, p) -> Float[Array, " n"]:
+    """$Q(t, q, \\dot q, p)$, zeros if the system has no force."""
+    if system.force is None:
+        return jnp.zeros_like(q)
+    return jnp.asarray(system.force(t, q, qd, p), dtype=q.dtype)
+
+
+def mass_matrix(system: System, t: Time, q, qd, p: Params) -> Float[Array, "n n"]:
+    r"""The mass matrix $W = \partial^2 L / \partial\dot q^2$ (by autodiff).
+
+    **Example:** `cx.mass_matrix(system, 0.0, q, qd, p)`.
+    """
+    q, qd = check_state(q, qd)
+    t = as_time(t, q)
+    constraint_row_counts(system, t, q, qd, p)
+    return euler_lagrange_terms(lambda t, q, qd: system.lagrangian(t, q, qd, p), t, q, qd)[0]
+
+
+# ----------------------------------------------------------------------------------------
+# Constraint terms.
+
+
+def stacked_residual(system: System, p: Params) -> Callable:
+    """`c(t, q, qd)`: all constraint rows stacked in order."""
+
+    def c(t, q, qd):
+        if not system.constraints:
+            return jnp.zeros((0,), dtype=q.dtype)
+        return jnp.concatenate(
+            [con.velocity_residual(t, q, qd, p).astype(q.dtype) for con in system.constraints]
+        )
+
+    return c
+
+
+def constraint_terms(
+    system: System, t, q, qd, p
+) -> tuple[Float[Array, "m n"], Float[Array, " m"], Float[Array, " m"]]:
+    r"""$(A, c, c_\text{bias})$: $A = \partial c/\partial\dot q$, $c$ the rows, and
+    $c_\text{bias} = \partial c/\partial t + (\partial c/\partial q)\dot q$, so that
+    $\dot c = A\ddot q + c_\text{bias}$. One `jax.linearize` of the stacked rows."""
+    c, lin = jax.linearize(stacked_residual(system, p), t, q, qd)
+    zt, zq = jnp.zeros_like(t), jnp.zeros_like(q)
+    c_bias = lin(jnp.ones_like(t), qd, zq)
+    A = jax.vmap(lambda e: lin(zt, zq, e), out_axes=1)(jnp.eye(q.shape[0], dtype=q.dtype))
+    return A, c, c_bias
+
+
+def constraint_bias(system: System, t, q, qd, p) -> tuple[Float[Array, " m"], Float[Array, " m"]]:
+    r"""$(c, c_\text{bias})$ alone: one `jax.jvp` along $(1, \dot q)$ with $\dot q$ fixed."""
+    fn = stacked_residual(system, p)
+    return jax.jvp(lambda t_, q_: fn(t_, q_, qd), (t, q), (jnp.ones_like(t), qd))
+
+
+def position_residual(system: System, t, q, p) -> Float[Array, " h"]:
+    """Stacked $g(t, q)$ of the holonomic constraints only (shape `(h,)`)."""
+    parts = [con.position_residual(t, q, p) for con in system.constraints if con.holonomic]
+    if not parts:
+        return jnp.zeros((0,), dtype=q.dtype)
+    return jnp.concatenate([jnp.asarray(x, dtype=q.dtype) for x in parts])
+
+
+def scatter_holonomic(mask: np.ndarray, g: Array) -> Array:
+    """Place the holonomic residuals `g` into the stacked rows given by `mask` (zeros elsewhere)."""
+    out = jnp.zeros(mask.shape, dtype=g.dtype)
+    return out.at[np.flatnonzero(mask)].set(g)
