@@ -46,17 +46,20 @@ def energy(system: System, t: Time, q, qd, p: Params = None) -> Float[Array, ""]
 
 
 def effective_energy(system: System, t: Time, q, qd, mu, p: Params = None) -> Float[Array, ""]:
-    r"""Vakonomic effective energy $E[L, M] = E + \mu^a\dot q^i\,\partial F_a/\partial\dot q^i$.
+    r"""Vakonomic effective energy $E[L, M] = E - \mu^a\dot q^i\,\partial c_a/\partial\dot q^i$.
 
     Seed 002, "Nonlinear vakonomic constraints (cont.)": conserved by the vakonomic
-    motion without dissipation.
+    motion without dissipation. The seed writes $L[\mu] = L + \mu^a F_a$ and
+    $E + \mu^a\dot q^i\partial F_a/\partial\dot q^i$; constrax uses
+    $\Lambda = L - \mu\cdot c$ (so its $\mu$ is minus the seed's), hence the minus sign:
+    this is the energy function of $\Lambda$ on $c = 0$.
 
     **Example:** `cx.effective_energy(system, t, q, qd, mu, p)`.
     """
     t, q, qd = _prepare(system, t, q, qd, p)
     c = stacked_residual(system, p)
     _, A_qd = jax.jvp(lambda v: c(t, q, v), (qd,), (qd,))
-    return energy(system, t, q, qd, p) + jnp.asarray(mu, q.dtype) @ A_qd
+    return energy(system, t, q, qd, p) - jnp.asarray(mu, q.dtype) @ A_qd
 
 
 class ConstraintResidual(eqx.Module):

@@ -59,6 +59,11 @@ def _check_finite(x, name):
     ]
     if not leaves:
         return x
+    if not any(eqx.is_array(leaf) for leaf in jax.tree_util.tree_leaves(x)):
+        # Only Python scalars: concrete, so check now (error_if needs an array to thread on).
+        if not all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in leaves):
+            raise ValueError(_NONFINITE_INPUT.format(name))
+        return x
     bad = jnp.any(jnp.stack([~jnp.all(jnp.isfinite(leaf)) for leaf in leaves]))
     return eqx.error_if(x, bad, _NONFINITE_INPUT.format(name))
 

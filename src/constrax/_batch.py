@@ -1,0 +1,476 @@
+r"""Batched and multi-device rollouts (DESIGN.md §2 "batched/sharded rollouts").
+
+`simulate` integrates one system from one initial state. Everything in it is a JAX
+transformation, so a Monte-Carlo study is `jax.vmap` over initial states, parameters and
+controls (controls are just parameters: coefficients of a steering law, a torque table).
+This module adds the two things `vmap` alone does not give:
+
+* `sharded_vmap(fn)`: `vmap` whose batch axis is split over every visible device with
+  `jax.shard_map` on a 1-D `jax.sharding.Mesh`. The batch is padded to a multiple of the
+  device count (by repeating its last element, so padding never feeds a degenerate state
+  or parameter to the solver) and the padding is cut off again. Each device runs its own
+  adaptive integrations, so a slow member only delays its own shard. The same script runs
+  on a laptop (one CPU device), on a multi-GPU node, and — after `jax.distributed.initialize()`
+  — on many hosts: the mesh is built from `jax.devices()` (all processes' devices), inputs
+  are placed with `jax.make_array_from_callback` (every process holds the same host batch
+  and contributes its addressable shards) and results are gathered to every process.
+* `rollout_batch(system, q0s, qd0s, ps, ts=...)`: `simulate` mapped over a batch, sharded
+  or not, returning plain arrays (`Rollouts`).
+
+Test the multi-device path on one CPU with
+`XLA_FLAGS=--xla_force_host_platform_device_count=4` (set before JAX starts).
+"""
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jaxtyping import Array, Bool, Float, Int, PyTree
+
+from ._prescriptions import AbstractPrescription, DAlembert
+from ._simulate import simulate
+from ._system import System
+
+_AXIS = "batch"
+
+
+def batch_mesh(devices=None, axis_name: str = _AXIS) -> Mesh:
+    """A 1-D device mesh over `devices` (default: every device of every process).
+
+    **Arguments:**
+
+    - `devices`: a sequence of devices; default `jax.devices()` (global across hosts
+      after `jax.distributed.initialize()`).
+    - `axis_name`: the mesh axis name the batch is split over.
+
+    **Returns:** a `jax.sharding.Mesh` with one axis `axis_name`.
+
+    **Example:** `mesh = cx.batch_mesh()` then `cx.sharded_vmap(fn, mesh=mesh)`.
+    """
+    if not isinstance(axis_name, str) or not axis_name:
+        raise ValueError(f"`axis_name` must be a non-empty string, got {axis_name!r}")
+    devices = jax.devices() if devices is None else list(devices)
+    if len(devices) == 0:
+        raise ValueError("`devices` must contain at least one device, got an empty sequence")
+    return Mesh(np.asarray(devices, dtype=object), (axis_name,))
+
+
+def _is_none(x) -> bool:
+    return x is None
+
+
+def _full_axes(in_axes, args: tuple) -> list:
+    """Broadcast a vmap-style `in_axes` (an int/None, or a tuple with one pytree prefix per
+    positional argument) to one prefix per argument; check every axis is 0 or None."""
+    if in_axes is None or isinstance(in_axes, int):
+        in_axes = (in_axes,) * len(args)
+    elif isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    if not isinstance(in_axes, tuple) or len(in_axes) != len(args):
+        raise ValueError(
+            f"`in_axes` must be 0, None or a tuple with one entry per positional argument "
+            f"({len(args)}), got {in_axes!r}"
+        )
+    for i, (ax, arg) in enumerate(zip(in_axes, args)):
+        try:
+            leaves = _leaf_axes(ax, arg)
+        except ValueError as e:
+            raise ValueError(
+                f"`in_axes[{i}]` must be 0, None or a pytree prefix of argument {i}: {e}"
+            ) from None
+        for leaf in leaves + jax.tree_util.tree_leaves(ax, is_leaf=_is_none):
+            if leaf not in (0, None) or isinstance(leaf, bool):
+                raise ValueError(
+                    f"`in_axes[{i}]`: only batch axis 0 (batched) or None (shared) is "
+                    f"supported, got {leaf!r}"
+                )
+    return list(in_axes)
+
+
+def _leaf_axes(ax, arg) -> list:
+    """One axis (0 or None) per array leaf of `arg`, given its axes prefix `ax`."""
+    if ax is None or isinstance(ax, int):
+        return [ax] * len(jax.tree_util.tree_leaves(arg))
+    out = []
+    jax.tree_util.tree_map(
+        lambda a, sub: out.extend([a] * len(jax.tree_util.tree_leaves(sub))),
+        ax,
+        arg,
+        is_leaf=_is_none,
+    )
+    return out
+
+
+def _batch_size(args: tuple, axes: list) -> int:
+    sizes = {}
+    for i, (ax, arg) in enumerate(zip(axes, args)):
+        for leaf, a in zip(jax.tree_util.tree_leaves(arg), _leaf_axes(ax, arg)):
+            if a == 0:
+                shape = np.shape(leaf)
+                if len(shape) == 0:
+                    raise ValueError(
+                        f"argument {i} is mapped over axis 0 but has a scalar leaf; give it a "
+                        "leading batch axis or mark it shared with in_axes=None"
+                    )
+                sizes.setdefault(shape[0], i)
+    if not sizes:
+        raise ValueError("sharded_vmap needs at least one argument mapped over axis 0")
+    if len(sizes) > 1:
+        desc = ", ".join(f"{b} (argument {i})" for b, i in sizes.items())
+        raise ValueError(f"every batched argument must have the same batch size, got {desc}")
+    (size,) = sizes
+    if size == 0:
+        raise ValueError("the batch is empty (batch size 0)")
+    return size
+
+
+def _map_batched(fn, args: tuple, axes: list) -> tuple:
+    """Apply `fn` to every batched (axis-0) array leaf of `args`."""
+    out = []
+    for ax, arg in zip(axes, args):
+        leaves, treedef = jax.tree_util.tree_flatten(arg)
+        new = [fn(x) if a == 0 else x for x, a in zip(leaves, _leaf_axes(ax, arg))]
+        out.append(jax.tree_util.tree_unflatten(treedef, new))
+    return tuple(out)
+
+
+def pad_batch(x: PyTree[Array], multiple: int) -> tuple[PyTree[Array], int]:
+    """Pad every leaf's leading (batch) axis to a multiple of `multiple`.
+
+    The padding repeats the last batch element (never zeros: a zero mass or a zero
+    state could make the padded members' solves fail or take forever).
+
+    **Arguments:**
+
+    - `x`: a pytree of arrays sharing a leading batch size `B`.
+    - `multiple`: typically the device count.
+
+    **Returns:** `(padded, B)`; take `y[:B]` of any batched result to drop the padding.
+
+    **Example:** `q0s_p, B = cx.pad_batch(q0s, jax.device_count())`.
+    """
+    if not isinstance(multiple, int | np.integer) or multiple < 1:
+        raise ValueError(f"`multiple` must be a positive integer, got {multiple!r}")
+    size = _batch_size((x,), [0])
+    pad = (-size) % multiple
+
+    def _pad(leaf):
+        leaf = jnp.asarray(leaf)
+        if pad == 0:
+            return leaf
+        return jnp.concatenate([leaf, jnp.repeat(leaf[-1:], pad, axis=0)], axis=0)
+
+    return jax.tree_util.tree_map(_pad, x), size
+
+
+def _is_traced(x) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+def _place(leaf, sharding: NamedSharding):
+    """Put a host (or single-device) array onto `sharding`; works across processes."""
+    if _is_traced(leaf):
+        return leaf
+    if jax.process_count() == 1:
+        return jax.device_put(leaf, sharding)
+    if isinstance(leaf, jax.Array) and leaf.sharding == sharding:
+        return leaf
+    host = np.asarray(leaf)
+    return jax.make_array_from_callback(host.shape, sharding, lambda idx: host[idx])
+
+
+def shard_batch(
+    x: PyTree[Array], mesh: Mesh | None = None, axis_name: str = _AXIS
+) -> tuple[PyTree[Array], int]:
+    """Pad a batch to a multiple of the device count and split it over the devices.
+
+    Each leaf's leading axis is sharded along `axis_name` with a
+    `NamedSharding(mesh, PartitionSpec(axis_name))`. With several processes
+    (`jax.distributed`), every process passes the same host batch and contributes its
+    addressable shards.
+
+    **Arguments:**
+
+    - `x`: a pytree of arrays with a common leading batch size `B`.
+    - `mesh`: a 1-D mesh (default `batch_mesh(axis_name=axis_name)`: all devices).
+    - `axis_name`: the mesh axis to shard over.
+
+    **Returns:** `(sharded, B)`.
+
+    **Example:** `q0s_sharded, B = cx.shard_batch(q0s)`.
+    """
+    mesh = _check_mesh(mesh, axis_name)
+    padded, size = pad_batch(x, int(mesh.shape[axis_name]))
+    sharding = NamedSharding(mesh, PartitionSpec(axis_name))
+    return jax.tree_util.tree_map(lambda leaf: _place(leaf, sharding), padded), size
+
+
+def _check_mesh(mesh, axis_name) -> Mesh:
+    if mesh is None:
+        return batch_mesh(axis_name=axis_name)
+    if not isinstance(mesh, Mesh):
+        raise TypeError(f"`mesh` must be a jax.sharding.Mesh or None, got {type(mesh).__name__}")
+    if axis_name not in mesh.axis_names:
+        raise ValueError(
+            f"`axis_name`={axis_name!r} is not an axis of the mesh, whose axes are "
+            f"{mesh.axis_names}"
+        )
+    return mesh
+
+
+def _gather(x):
+    """Make a (possibly multi-process) sharded result available on every process."""
+    if jax.process_count() == 1:
+        return x
+    from jax.experimental import multihost_utils
+
+    return multihost_utils.process_allgather(x, tiled=True)
+
+
+@eqx.filter_jit
+def _apply(fn, args, in_axes, mesh, axis_name):
+    """`vmap(fn)(*args)`, inside `shard_map` over `mesh` when one is given."""
+    fn_dyn, fn_static = eqx.partition(fn, eqx.is_array)
+
+    def body(fn_dyn, *args):
+        return jax.vmap(eqx.combine(fn_dyn, fn_static), in_axes=in_axes)(*args)
+
+    if mesh is None:
+        return body(fn_dyn, *args)
+
+    def spec(ax):
+        return PartitionSpec(axis_name) if ax == 0 else PartitionSpec()
+
+    in_specs = tuple(
+        spec(ax) if ax is None or isinstance(ax, int)
+        else jax.tree_util.tree_map(spec, ax, is_leaf=_is_none)
+        for ax in in_axes
+    )
+    sharded = jax.shard_map(
+        body,
+        mesh=mesh,
+        in_specs=(PartitionSpec(), *in_specs),
+        out_specs=PartitionSpec(axis_name),
+        check_vma=False,
+    )
+    return sharded(fn_dyn, *args)
+
+
+def sharded_vmap(
+    fn: Callable,
+    in_axes: Any = 0,
+    *,
+    mesh: Mesh | None = None,
+    axis_name: str = _AXIS,
+) -> Callable:
+    r"""`jax.vmap(fn, in_axes)`, jitted, with the batch split over every visible device.
+
+    Pads the batch to a multiple of the device count, shards it with
+    `NamedSharding(mesh, PartitionSpec(axis_name))`, runs `vmap(fn)` on each device's
+    slice with `jax.shard_map`, and returns the results (leading batch axis) without the
+    padding. On one device it is `jax.jit(jax.vmap(fn))` plus no-op padding. Compiled
+    once per input shape (the wrapped function is cached by `equinox.filter_jit`: pass
+    the same `fn` object to reuse it; `fn` may be an `equinox.Module` holding arrays).
+
+    **Arguments:**
+
+    - `fn`: the per-example function; every output must be an array (or pytree of
+      arrays).
+    - `in_axes`: as in `jax.vmap`, but each axis must be `0` (batched) or `None`
+      (shared, replicated on every device): an int/None, or a tuple with one pytree
+      prefix per positional argument.
+    - `mesh`: a 1-D mesh; default `batch_mesh()` over all devices (all hosts).
+    - `axis_name`: its axis name.
+
+    **Returns:** the batched function.
+
+    **Example:**
+
+    ```python
+    run = cx.sharded_vmap(lambda q0, qd0: cx.simulate(system, q0, qd0, p, t1=1.0).q,
+                          in_axes=(0, 0))
+    qs = run(q0s, qd0s)     # (B, 1, n), computed on all devices
+    ```
+    """
+    if not callable(fn):
+        raise TypeError(f"`fn` must be callable, got {fn!r}")
+    if mesh is not None:
+        _check_mesh(mesh, axis_name)
+
+    @functools.wraps(fn)
+    def wrapped(*args):
+        mesh_ = _check_mesh(mesh, axis_name)
+        axes = _full_axes(in_axes, args)
+        size = _batch_size(args, axes)
+        ndev = int(mesh_.shape[axis_name])
+        pad = (-size) % ndev
+        sharding = NamedSharding(mesh_, PartitionSpec(axis_name))
+        replicated = NamedSharding(mesh_, PartitionSpec())
+
+        def prepare(leaf):
+            leaf = jnp.asarray(leaf) if not _is_traced(leaf) else leaf
+            if pad:
+                leaf = jnp.concatenate([leaf, jnp.repeat(leaf[-1:], pad, axis=0)], axis=0)
+            return _place(leaf, sharding)
+
+        args = _map_batched(prepare, args, axes)
+        if jax.process_count() > 1:
+            args = tuple(
+                _map_shared(lambda x: _place(np.asarray(x), replicated), a, ax)
+                for a, ax in zip(args, axes)
+            )
+        out = _apply(fn, args, tuple(axes), mesh_, axis_name)
+        return jax.tree_util.tree_map(lambda y: _gather(y)[:size], out)
+
+    return wrapped
+
+
+def _map_shared(fn, arg, ax):
+    leaves, treedef = jax.tree_util.tree_flatten(arg)
+    new = [x if a == 0 else fn(x) for x, a in zip(leaves, _leaf_axes(ax, arg))]
+    return jax.tree_util.tree_unflatten(treedef, new)
+
+
+class Rollouts(eqx.Module):
+    r"""Output of `rollout_batch`: a batch of trajectories as plain arrays.
+
+    - `ts`: save times `(k,)`, shared by the batch.
+    - `q`, `qd`: `(B, k, n)`; `mu`: `(B, k, m)` under `Vakonomic`, else `None`.
+    - `num_steps`: accepted + rejected solver steps per member `(B,)`.
+    - `success`: `(B,)` whether each member's solve finished (`diffrax.RESULTS.successful`).
+    """
+
+    ts: Float[Array, " k"]
+    q: Float[Array, "B k n"]
+    qd: Float[Array, "B k n"]
+    mu: Float[Array, "B k m"] | None
+    num_steps: Int[Array, " B"]
+    success: Bool[Array, " B"]
+
+    @property
+    def batch_size(self) -> int:
+        return self.q.shape[0]
+
+
+class _Rollout(eqx.Module):
+    """The per-member rollout, a callable pytree (so `filter_jit` caches it by system)."""
+
+    system: System
+    ts: Float[Array, " k"]
+    prescription: AbstractPrescription
+    kwargs: dict
+
+    def __call__(self, q0, qd0, p, mu0):
+        traj = simulate(
+            self.system,
+            q0,
+            qd0,
+            p,
+            t0=self.ts[0],
+            t1=self.ts[-1],
+            saveat=diffrax.SaveAt(ts=self.ts),
+            prescription=self.prescription,
+            mu0=mu0,
+            **self.kwargs,
+        )
+        ok = traj.result == diffrax.RESULTS.successful
+        return traj.q, traj.qd, traj.mu, traj.stats["num_steps"], ok
+
+
+_SIMULATE_ONLY = ("t0", "t1", "saveat")
+
+
+def rollout_batch(
+    system: System,
+    q0s: Float[Array, "B n"],
+    qd0s: Float[Array, "B n"],
+    ps: PyTree = None,
+    *,
+    ts: Float[Array, " k"],
+    p_axes: Any = 0,
+    mu0s: Float[Array, "B m"] | None = None,
+    prescription: AbstractPrescription = DAlembert(),
+    shard: bool = False,
+    mesh: Mesh | None = None,
+    axis_name: str = _AXIS,
+    **simulate_kwargs,
+) -> Rollouts:
+    r"""Simulate a batch of initial states, parameters and controls at once.
+
+    Every member solves the same constrained equations of motion as `simulate`
+    (DESIGN.md §1: $W\ddot q = f + A^\top\lambda$, $A\ddot q = -c_\text{bias}$, or the
+    vakonomic system of seed 002) with its own adaptive steps; `vmap` batches them, and
+    with `shard=True` the batch is split over all devices (`sharded_vmap`).
+
+    **Arguments:**
+
+    - `system`: the `System`.
+    - `q0s`, `qd0s`: initial coordinates and velocities `(B, n)`.
+    - `ps`: parameters. Controls are parameters too (coefficients of a steering law read
+      by the `force`). `p_axes` says which leaves are batched: `0` (default: every leaf
+      has a leading axis `B`), `None` (shared by the whole batch), or a pytree prefix
+      of `ps`, e.g. `{"mass": None, "steer": 0}`.
+    - `ts`: save times `(k,)`, `k >= 2`; the integration runs from `ts[0]` to `ts[-1]`.
+    - `mu0s`: initial vakonomic multipliers `(B, m)` (default zeros) under `Vakonomic`.
+    - `prescription`: `cx.DAlembert()` or `cx.Vakonomic()`.
+    - `shard`: split the batch over all devices of `mesh` (default: `batch_mesh()`).
+    - `**simulate_kwargs`: passed to `simulate` (`solver`, `stepsize_controller`,
+      `constraint_solver`, `stabilisation`, `max_steps`, `throw`, ...). With
+      `throw=False` inspect `Rollouts.success` instead of raising on the first failure.
+      `cx.KKT()` is the fast solver for batches of regular systems (`AutoSolver` pays for
+      both branches under `vmap`).
+
+    **Returns:** a `Rollouts` (`q`, `qd` of shape `(B, k, n)`, `num_steps`, `success`).
+
+    **Example:**
+
+    ```python
+    ts = jnp.linspace(0.0, 2.0, 21)
+    out = cx.rollout_batch(system, q0s, qd0s, {"m": 1.0, "k": ks}, ts=ts,
+                           p_axes={"m": None, "k": 0}, shard=True)
+    out.q.shape    # (B, 21, n)
+    ```
+    """
+    if not isinstance(system, System):
+        raise TypeError(f"`system` must be a cx.System, got {type(system).__name__}")
+    q0s = jnp.asarray(q0s)
+    qd0s = jnp.asarray(qd0s)
+    if q0s.ndim != 2:
+        raise ValueError(f"`q0s` must have shape (B, n) (a batch of states), got {q0s.shape}")
+    if qd0s.shape != q0s.shape:
+        raise ValueError(
+            f"`qd0s` must have the shape of `q0s` {q0s.shape}, got {qd0s.shape}"
+        )
+    if not jnp.issubdtype(q0s.dtype, jnp.inexact):
+        q0s = q0s.astype(jnp.result_type(float))
+    qd0s = qd0s.astype(q0s.dtype)
+    ts = jnp.asarray(ts, dtype=q0s.dtype)
+    if ts.ndim != 1 or ts.shape[0] < 2:
+        raise ValueError(f"`ts` must be a 1-D array of at least 2 save times, got shape {ts.shape}")
+    for name in _SIMULATE_ONLY:
+        if name in simulate_kwargs:
+            raise ValueError(f"`{name}` is set by `ts` in rollout_batch; drop `{name}=`")
+    if mu0s is not None:
+        if not prescription.multiplier_state:
+            raise ValueError("`mu0s` is only used with prescription=cx.Vakonomic(); drop it")
+        mu0s = jnp.asarray(mu0s, dtype=q0s.dtype)
+        if mu0s.ndim != 2 or mu0s.shape[0] != q0s.shape[0]:
+            raise ValueError(
+                f"`mu0s` must have shape (B, m) with B={q0s.shape[0]}, got {mu0s.shape}"
+            )
+    fn = _Rollout(system, ts, prescription, dict(simulate_kwargs))
+    args = (q0s, qd0s, ps, mu0s)
+    in_axes = (0, 0, p_axes, None if mu0s is None else 0)
+    if shard:
+        q, qd, mu, steps, ok = sharded_vmap(fn, in_axes, mesh=mesh, axis_name=axis_name)(*args)
+    else:
+        axes = _full_axes(in_axes, args)
+        _batch_size(args, axes)
+        q, qd, mu, steps, ok = _apply(fn, args, tuple(axes), None, axis_name)
+    return Rollouts(ts=ts, q=q, qd=qd, mu=mu, num_steps=steps, success=ok)

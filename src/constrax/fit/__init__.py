@@ -1,0 +1,27 @@
+"""`constrax.fit`: differentiable workflows — parameter identification and trajectory
+optimisation through `cx.simulate` (DESIGN.md §2 "fit/")."""
+
+from ._checkpoint import load_checkpoint as load_checkpoint, save_checkpoint as save_checkpoint
+from ._controls import AbstractControl as AbstractControl, PiecewiseLinear as PiecewiseLinear
+from ._identify import (
+    IdentificationProblem as IdentificationProblem,
+    Uncertainty as Uncertainty,
+    uncertainty as uncertainty,
+)
+from ._observations import Observations as Observations
+from ._problem import AbstractProblem as AbstractProblem
+from ._shooting import (
+    AbstractShooting as AbstractShooting,
+    MultipleShooting as MultipleShooting,
+    SingleShooting as SingleShooting,
+)
+from ._solve import EarlyStopping as EarlyStopping, FitResult as FitResult, solve as solve
+from ._trajopt import TrajectoryProblem as TrajectoryProblem
+from ._transforms import (
+    AbstractTransform as AbstractTransform,
+    Bounded as Bounded,
+    Identity as Identity,
+    Positive as Positive,
+    constrain as constrain,
+    unconstrain as unconstrain,
+)

@@ -1,0 +1,69 @@
+r"""`AbstractProblem`: a least-squares objective $J(z) = \tfrac12|r(z)|^2$ over decision
+variables $z$ (a pytree of arrays) built from a parameter pytree."""
+
+import abc
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, PyTree
+
+from .._custom_types import Params
+
+
+class AbstractProblem(eqx.Module):
+    """Interface shared by `IdentificationProblem` and `TrajectoryProblem`.
+
+    `solve` needs only `init`, `residuals` and `params_of`; `config` feeds checkpoint
+    fingerprints.
+    """
+
+    params: eqx.AbstractVar[Params]
+
+    @abc.abstractmethod
+    def init(self, params: Params, **kwargs) -> PyTree[Array]:
+        """Decision variables $z$ for a starting parameter pytree."""
+
+    @abc.abstractmethod
+    def residuals(self, z: PyTree[Array]) -> Float[Array, " r"]:
+        """The residual vector $r(z)$."""
+
+    @abc.abstractmethod
+    def params_of(self, z: PyTree[Array]) -> Params:
+        """The full parameter pytree at decision variables `z`."""
+
+    @abc.abstractmethod
+    def config(self) -> str:
+        """A hash of everything that defines the problem (data, fixed values, settings)."""
+
+    def loss(self, z: PyTree[Array]) -> Float[Array, ""]:
+        r"""$J(z) = \tfrac12 |r(z)|^2$."""
+        r = self.residuals(z)
+        return 0.5 * jnp.sum(r**2)
+
+    def check_params(self, params: Params, name: str = "init") -> None:
+        """Refuse a parameter pytree whose structure, shapes or dtypes differ from `params`."""
+        check_like(params, self.params, name, "the problem's `params`")
+
+
+def check_like(tree, reference, name: str, what: str) -> None:
+    """`ValueError` naming the difference if `tree` is not structured like `reference`."""
+    s1, s2 = jax.tree.structure(tree), jax.tree.structure(reference)
+    if s1 != s2:
+        raise ValueError(
+            f"`{name}` must have the same tree structure as {what}: got {s1}, expected {s2}"
+        )
+    for path, a, b in zip(
+        jax.tree_util.tree_flatten_with_path(tree)[0],
+        jax.tree.leaves(tree),
+        jax.tree.leaves(reference),
+    ):
+        where = jax.tree_util.keystr(path[0])
+        if np.shape(a) != np.shape(b):
+            raise ValueError(
+                f"`{name}{where}` has shape {np.shape(a)}, expected {np.shape(b)} as in {what}"
+            )
+        da, db = jnp.asarray(a).dtype, jnp.asarray(b).dtype
+        if jnp.issubdtype(da, jnp.inexact) != jnp.issubdtype(db, jnp.inexact):
+            raise ValueError(f"`{name}{where}` has dtype {da}, expected {db} as in {what}")

@@ -1,0 +1,16 @@
+"""`constrax.models`: a zoo of ready-made constrained systems with default parameters and
+consistent initial states (each a function `name(**overrides) -> Model`)."""
+
+from ._model import Model as Model
+from ._particles import (
+    bead_on_rotating_hoop as bead_on_rotating_hoop,
+    nonholonomic_particle as nonholonomic_particle,
+)
+from ._pendula import pendulum_chain as pendulum_chain
+from ._wheeled import (
+    chaplygin_sleigh as chaplygin_sleigh,
+    kinematic_car as kinematic_car,
+    knife_edge as knife_edge,
+    snake_cart as snake_cart,
+    vertical_rolling_disk as vertical_rolling_disk,
+)

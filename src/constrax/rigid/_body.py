@@ -1,0 +1,286 @@
+r"""`RigidBody`: mass, inertia and where its coordinates sit in $q$; kinetic energy and
+rigid-motion kinematics (seed 003 §2.3).
+
+A body's coordinates are the block `q[offset : offset + 3 + k]`: the position $r$ of the
+centre of mass, then $k$ orientation coordinates (`RotationMatrix`, `Quaternion` or
+`EulerZXZ`). A material point with body-frame position $X$ (relative to the centre of
+mass) is at $x = r + R X$ (seed 003 eq. 2.3.2), moving at $\dot r + \omega\times R X$.
+Every method takes the *whole* system state `(q, qd)`, so several bodies compose into one
+Lagrangian in a few lines:
+
+```python
+ball = cx.rigid.RigidBody(1.0, 0.4 * jnp.eye(3), offset=0)
+arm = cx.rigid.RigidBody(2.0, jnp.array([0.1, 0.2, 0.2]), offset=ball.size)
+def L(t, q, qd, p):
+    return ball.kinetic_energy(q, qd) + arm.kinetic_energy(q, qd) - 9.81 * (
+        ball.mass * ball.position(q)[2] + arm.mass * arm.position(q)[2])
+```
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+from .._constraints import Holonomic
+from ._orientation import AbstractOrientation, Quaternion, check_rotation
+
+
+def _is_concrete(x) -> bool:
+    return not isinstance(x, jax.core.Tracer)
+
+
+def check_mass(mass, who: str = "RigidBody") -> Array:
+    """A scalar positive mass (ValueError when concrete, `eqx.error_if` under jit)."""
+    mass = jnp.asarray(mass)
+    if not jnp.issubdtype(mass.dtype, jnp.inexact):
+        mass = mass.astype(jnp.result_type(float))
+    if mass.shape != ():
+        raise ValueError(f"{who}: `mass` must be a scalar, got shape {mass.shape}")
+    msg = f"{who}: `mass` must be positive"
+    if _is_concrete(mass):
+        if not float(mass) > 0:
+            raise ValueError(f"{msg}, got {float(mass)}")
+        return mass
+    return eqx.error_if(mass, ~(mass > 0), msg)
+
+
+def check_inertia(inertia, who: str = "RigidBody") -> Array:
+    """A symmetric positive definite 3x3 inertia (a `(3,)` array is the diagonal)."""
+    inertia = jnp.asarray(inertia)
+    if not jnp.issubdtype(inertia.dtype, jnp.inexact):
+        inertia = inertia.astype(jnp.result_type(float))
+    if inertia.shape == (3,):
+        inertia = jnp.diag(inertia)
+    if inertia.shape != (3, 3):
+        raise ValueError(
+            f"{who}: `inertia` must have shape (3, 3) (body-frame inertia tensor about the "
+            f"centre of mass) or (3,) (principal moments), got {inertia.shape}"
+        )
+    msg = f"{who}: `inertia` must be symmetric positive definite"
+    if _is_concrete(inertia):
+        I = np.asarray(inertia)
+        scale = max(float(np.max(np.abs(I))), np.finfo(float).tiny)
+        if not np.allclose(I, I.T, atol=1e-12 * scale):
+            raise ValueError(f"{msg}; it is not symmetric: {I.tolist()}")
+        ev = np.linalg.eigvalsh(0.5 * (I + I.T))
+        if not ev[0] > 0:
+            raise ValueError(f"{msg}; its eigenvalues are {ev.tolist()}")
+        tol = 1e-12 * ev[-1]
+        if ev[2] > ev[0] + ev[1] + tol:
+            raise ValueError(
+                f"{who}: `inertia` violates the triangle inequality I_max <= I_1 + I_2 of a "
+                f"physical body (principal moments {ev.tolist()})"
+            )
+        return inertia
+    scale = jnp.maximum(jnp.max(jnp.abs(inertia)), jnp.finfo(inertia.dtype).tiny)
+    bad = jnp.max(jnp.abs(inertia - inertia.T)) > 1e-12 * scale
+    bad = bad | ~jnp.all(jnp.isfinite(jnp.linalg.cholesky(0.5 * (inertia + inertia.T))))
+    return eqx.error_if(inertia, bad, msg)
+
+
+class RigidBody(eqx.Module):
+    r"""A rigid body: mass $m$, body-frame inertia $I$ about the centre of mass, and the
+    layout of its coordinates in $q$.
+
+    Kinetic energy (seed 003 §2.3, Definition 2.21):
+    $T = \tfrac12 m|\dot r|^2 + \tfrac12\Omega^\top I\Omega$, $\Omega = (R^\top\dot R)^\vee$
+    (for `RotationMatrix` the equal affine form $\tfrac12\operatorname{tr}(\dot RJ\dot R^\top)$).
+
+    **Arguments:**
+
+    - `mass`: positive scalar (array or tracer; differentiable).
+    - `inertia`: `(3, 3)` symmetric positive definite, or `(3,)` principal moments.
+    - `orientation`: `Quaternion()` (default), `RotationMatrix()` or `EulerZXZ()`.
+    - `offset`: index of the body's first coordinate in `q` (static).
+    - `name`: label for constraint names (static).
+
+    Bad values raise `ValueError` (or an `eqx.error_if` runtime error under `jit`).
+
+    **Example:**
+
+    ```python
+    body = cx.rigid.RigidBody(2.0, jnp.array([1.0, 2.0, 2.5]))
+    q0, qd0 = body.state(jnp.zeros(3), jnp.eye(3), jnp.zeros(3), jnp.array([0.0, 0.0, 1.0]))
+    system = cx.System(lambda t, q, qd, p: body.kinetic_energy(q, qd),
+                       constraints=[body.orientation_constraint()])
+    ```
+    """
+
+    mass: Float[Array, ""]
+    inertia: Float[Array, "3 3"]
+    orientation: AbstractOrientation
+    offset: int = eqx.field(static=True)
+    name: str = eqx.field(static=True)
+
+    def __init__(
+        self,
+        mass: Float[ArrayLike, ""],
+        inertia: Float[ArrayLike, "3 3"] | Float[ArrayLike, " 3"],
+        orientation: AbstractOrientation = Quaternion(),
+        offset: int = 0,
+        name: str = "body",
+    ):
+        if not isinstance(orientation, AbstractOrientation):
+            raise TypeError(
+                "RigidBody: `orientation` must be cx.rigid.Quaternion(), RotationMatrix() or "
+                f"EulerZXZ(), got {orientation!r}"
+            )
+        if not isinstance(offset, (int, np.integer)) or offset < 0:
+            raise ValueError(f"RigidBody: `offset` must be a non-negative int, got {offset!r}")
+        self.mass = check_mass(mass)
+        self.inertia = check_inertia(inertia)
+        self.orientation = orientation
+        self.offset = int(offset)
+        self.name = name
+
+    # -- layout ---------------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        """Number of coordinates of the body, `3 + orientation.size`."""
+        return 3 + self.orientation.size
+
+    @property
+    def stop(self) -> int:
+        """One past the body's last coordinate in `q`."""
+        return self.offset + self.size
+
+    def coordinate_names(self) -> tuple[str, ...]:
+        p = f"{self.name}."
+        return (p + "x", p + "y", p + "z") + self.orientation.coordinate_names(p)
+
+    def split(self, q: Float[Array, " n"]) -> tuple[Float[Array, " 3"], Float[Array, " k"]]:
+        """`(r, x)`: the centre-of-mass position and orientation coordinates in `q`."""
+        q = jnp.asarray(q)
+        if q.ndim != 1 or q.shape[0] < self.stop:
+            raise ValueError(
+                f"RigidBody {self.name!r}: `q` must be a 1-D state holding the body's "
+                f"coordinates at [{self.offset}:{self.stop}], got shape {q.shape}"
+            )
+        return q[self.offset : self.offset + 3], q[self.offset + 3 : self.stop]
+
+    # -- kinematics -----------------------------------------------------------------------
+
+    def position(self, q) -> Float[Array, " 3"]:
+        """Centre of mass $r$."""
+        return self.split(q)[0]
+
+    def rotation(self, q) -> Float[Array, "3 3"]:
+        """Rotation $R$ (body frame to spatial frame)."""
+        return self.orientation.rotation(self.split(q)[1])
+
+    def velocity(self, q, qd) -> Float[Array, " 3"]:
+        r"""Centre-of-mass velocity $\dot r$."""
+        return self.split(qd)[0]
+
+    def angular_velocity(self, q, qd) -> Float[Array, " 3"]:
+        r"""Spatial angular velocity $\omega = (\dot RR^\top)^\vee$ (seed 003 Def. 2.21 (i))."""
+        return self.orientation.spatial_angular_velocity(self.split(q)[1], self.split(qd)[1])
+
+    def body_angular_velocity(self, q, qd) -> Float[Array, " 3"]:
+        r"""Body angular velocity $\Omega = (R^\top\dot R)^\vee$ (seed 003 Def. 2.21 (ii))."""
+        return self.orientation.body_angular_velocity(self.split(q)[1], self.split(qd)[1])
+
+    def spatial_translational_velocity(self, q, qd) -> Float[Array, " 3"]:
+        r"""$v = \dot r + r\times\omega$ (seed 003 Def. 2.21 (iii))."""
+        return self.velocity(q, qd) + jnp.cross(self.position(q), self.angular_velocity(q, qd))
+
+    def body_translational_velocity(self, q, qd) -> Float[Array, " 3"]:
+        r"""$V = R^\top\dot r$ (seed 003 Def. 2.21 (iv))."""
+        return self.rotation(q).T @ self.velocity(q, qd)
+
+    def point(self, q, X: Float[ArrayLike, " 3"]) -> Float[Array, " 3"]:
+        r"""Spatial position $x = r + RX$ of the material point `X` (body frame, relative to
+        the centre of mass)."""
+        r, x = self.split(q)
+        return r + self.orientation.rotation(x) @ check_point(X, "X", r.dtype)
+
+    def point_velocity(self, q, qd, X: Float[ArrayLike, " 3"]) -> Float[Array, " 3"]:
+        r"""Velocity $\dot r + \dot R X$ of the material point `X` (body frame); equals
+        $\dot r + \omega\times RX$ on $SO(3)$."""
+        X = check_point(X, "X", jnp.asarray(q).dtype)
+        return jax.jvp(lambda q_: self.point(q_, X), (q,), (qd,))[1]
+
+    def offset_velocity(self, q, qd, delta: Float[ArrayLike, " 3"]) -> Float[Array, " 3"]:
+        r"""Velocity $\dot r + \omega\times\Delta$ of the material point currently at
+        $r + \Delta$ (`delta` in the spatial frame)."""
+        delta = check_point(delta, "delta", jnp.asarray(q).dtype)
+        return self.velocity(q, qd) + jnp.cross(self.angular_velocity(q, qd), delta)
+
+    # -- dynamics -------------------------------------------------------------------------
+
+    def kinetic_energy(self, q, qd) -> Float[Array, ""]:
+        r"""$T = \tfrac12 m|\dot r|^2 + \tfrac12\Omega^\top I\Omega$."""
+        r, x = self.split(q)
+        rd, xd = self.split(qd)
+        return 0.5 * self.mass * rd @ rd + self.orientation.rotational_kinetic_energy(
+            x, xd, self.inertia
+        )
+
+    def potential_energy(self, q, gravity: Float[ArrayLike, " 3"] = (0.0, 0.0, -9.81)):
+        r"""Gravitational potential $V = -m\,g\cdot r$ for a uniform field `gravity`."""
+        g = jnp.asarray(gravity, dtype=jnp.asarray(q).dtype)
+        return -self.mass * g @ self.position(q)
+
+    def linear_momentum(self, q, qd) -> Float[Array, " 3"]:
+        r"""$m\dot r$."""
+        return self.mass * self.velocity(q, qd)
+
+    def angular_momentum(self, q, qd) -> Float[Array, " 3"]:
+        r"""Spatial angular momentum about the centre of mass, $\pi = R I\Omega$."""
+        return self.rotation(q) @ (self.inertia @ self.body_angular_velocity(q, qd))
+
+    # -- constraints and states -----------------------------------------------------------
+
+    def orientation_constraint(self) -> Holonomic | None:
+        """`cx.Holonomic` keeping the orientation coordinates on $SO(3)$ (`None` for
+        Euler angles). Named `"<name>.orientation"`."""
+        if self.orientation.num_constraints == 0:
+            return None
+        orientation = self.orientation
+
+        def g(t, q, p):
+            return orientation.constraint(self.split(q)[1])
+
+        return Holonomic(g, name=f"{self.name}.orientation")
+
+    def state(
+        self,
+        position: Float[ArrayLike, " 3"],
+        rotation: Float[ArrayLike, "3 3"],
+        velocity: Float[ArrayLike, " 3"],
+        angular_velocity: Float[ArrayLike, " 3"],
+        *,
+        frame: str = "spatial",
+        project: bool = False,
+    ) -> tuple[Float[Array, " k"], Float[Array, " k"]]:
+        r"""The body's coordinate block and its rate from $(r, R, \dot r, \omega)$.
+
+        `angular_velocity` is spatial ($\omega$, default) or body ($\Omega$, `frame="body"`).
+        A non-orthonormal `rotation` raises `ValueError` unless `project=True`, which uses
+        the nearest rotation (`project_to_so3`). Returns `(q_body, qd_body)` of length
+        `size`; concatenate blocks of several bodies in offset order.
+        """
+        dtype = jnp.result_type(float)
+        R = check_rotation(rotation, project=project)
+        x = self.orientation.from_rotation(R)
+        r = check_point(position, "position", dtype)
+        v = check_point(velocity, "velocity", dtype)
+        w = check_point(angular_velocity, "angular_velocity", dtype)
+        xd = self.orientation.velocity_from_angular_velocity(x, w, frame)
+        return jnp.concatenate([r, x]), jnp.concatenate([v, xd])
+
+
+def check_point(X, name: str, dtype=None) -> Array:
+    """A 3-vector (body-frame point, spatial offset or direction); ValueError otherwise."""
+    X = jnp.asarray(X)
+    if X.shape != (3,):
+        raise ValueError(
+            f"`{name}` must be a 3-vector of shape (3,) (a single point/direction), got shape "
+            f"{X.shape}"
+        )
+    if not jnp.issubdtype(X.dtype, jnp.inexact):
+        X = X.astype(jnp.result_type(float) if dtype is None else dtype)
+    return X

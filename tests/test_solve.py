@@ -1,0 +1,130 @@
+"""The saddle-point solvers: KKT, Udwadia–Kalaba (Gauss's principle) and the automatic choice."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import constrax as cx
+
+SOLVERS = [cx.KKT(), cx.UdwadiaKalaba(), cx.AutoSolver()]
+
+
+def _random_system(seed, n=5, m=2):
+    rng = np.random.default_rng(seed)
+    M = rng.normal(size=(n, n))
+    W = M @ M.T + n * np.eye(n)
+    A = rng.normal(size=(m, n))
+    f = rng.normal(size=n)
+    b = rng.normal(size=m)
+    return jnp.asarray(W), jnp.asarray(A), jnp.asarray(f), jnp.asarray(b)
+
+
+def _reference(W, A, f, b):
+    """Schur-complement solution written out with numpy (independent of the solvers)."""
+    W, A, f, b = map(np.asarray, (W, A, f, b))
+    Wi = np.linalg.inv(W)
+    lam = np.linalg.solve(A @ Wi @ A.T, b - A @ Wi @ f)
+    return Wi @ (f + A.T @ lam), lam
+
+
+@pytest.mark.parametrize("solver", SOLVERS, ids=lambda s: type(s).__name__)
+def test_every_solver_matches_the_schur_complement_solution_of_a_regular_saddle_system(solver):
+    for seed in range(5):
+        W, A, f, b = _random_system(seed)
+        qdd, lam = solver.solve(solver.factor(W, A), f, b)
+        qdd_ref, lam_ref = _reference(W, A, f, b)
+        np.testing.assert_allclose(qdd, qdd_ref, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(lam, lam_ref, rtol=1e-10, atol=1e-12)
+        assert int(solver.rank(solver.factor(W, A))) == 2
+
+
+def test_redundant_rows_leave_accelerations_unique_and_split_the_multiplier_evenly():
+    W, A, f, b = _random_system(1)
+    A2 = jnp.concatenate([A, A[:1]])  # the first row twice
+    b2 = jnp.concatenate([b, b[:1]])
+    qdd_ref, lam_ref = _reference(W, A, f, b)
+    for solver in (cx.UdwadiaKalaba(), cx.AutoSolver()):
+        state = solver.factor(W, A2)
+        qdd, lam = solver.solve(state, f, b2)
+        np.testing.assert_allclose(qdd, qdd_ref, rtol=1e-9, atol=1e-12)
+        # Minimum-norm multipliers: the duplicated row's reaction is shared equally.
+        np.testing.assert_allclose(lam, [lam_ref[0] / 2, lam_ref[1], lam_ref[0] / 2], rtol=1e-8)
+        assert int(solver.rank(state)) == 2
+
+
+def test_kkt_reports_a_singular_saddle_matrix_instead_of_returning_garbage():
+    W, A, f, b = _random_system(2)
+    A2 = jnp.concatenate([A, A[:1]])
+    solver = cx.KKT()
+    with pytest.raises(Exception, match="saddle-point matrix .* is singular"):
+        jax.block_until_ready(solver.solve(solver.factor(W, A2), f, jnp.zeros(3)))
+
+
+def test_mass_matrix_singular_but_positive_definite_on_ker_A_is_supported():
+    # W = diag(1, 1, 0); A = (0, 0, 1) removes exactly the massless direction.
+    W = jnp.diag(jnp.array([1.0, 1.0, 0.0]))
+    A = jnp.array([[0.3, -0.2, 1.0]])
+    f = jnp.array([1.0, 2.0, 0.0])
+    b = jnp.array([0.5])
+    for solver in SOLVERS:
+        qdd, lam = solver.solve(solver.factor(W, A), f, b)
+        np.testing.assert_allclose(W @ qdd, f + A.T @ lam, atol=1e-12)
+        np.testing.assert_allclose(A @ qdd, b, atol=1e-12)
+
+
+@pytest.mark.parametrize("solver", SOLVERS, ids=lambda s: type(s).__name__)
+def test_projection_is_the_minimum_W_norm_correction(solver):
+    W, A, _, _ = _random_system(3)
+    r = jnp.array([0.7, -1.1])
+    delta = solver.project(solver.factor(W, A), r)
+    Wi = jnp.linalg.inv(W)
+    expected = Wi @ A.T @ jnp.linalg.solve(A @ Wi @ A.T, r)
+    np.testing.assert_allclose(delta, expected, rtol=1e-10, atol=1e-12)
+
+
+def test_udwadia_kalaba_gradient_is_finite_and_exact_at_a_rank_deficient_point():
+    W, A, f, b = _random_system(4)
+    _, lam_ref = _reference(W, A, f, b)
+
+    def loss(s):
+        A2 = jnp.concatenate([A, s * A[:1]])  # rank 2 for every s: a redundant row
+        b2 = jnp.concatenate([b, s * b[:1]])
+        solver = cx.UdwadiaKalaba()
+        _, lam = solver.solve(solver.factor(W, A2), f, b2)
+        return jnp.sum(lam**2)
+
+    # Minimum-norm split of the first row's multiplier: lam_0 / (1 + s^2) and s lam_0 / (1 + s^2),
+    # so d/ds sum(lam^2) = -2 s lam_0^2 / (1 + s^2)^2.
+    s0 = 1.3
+    g = jax.grad(loss)(s0)
+    assert jnp.isfinite(g)
+    np.testing.assert_allclose(g, -2 * s0 * lam_ref[0] ** 2 / (1 + s0**2) ** 2, rtol=1e-8)
+
+
+def test_singular_mass_matrix_on_admissible_velocities_raises_a_clear_error():
+    W = jnp.diag(jnp.array([1.0, 0.0]))
+    A = jnp.zeros((0, 2))
+    with pytest.raises(Exception, match="not positive definite on the admissible"):
+        solver = cx.UdwadiaKalaba()
+        jax.block_until_ready(solver.solve(solver.factor(W, A), jnp.ones(2), jnp.zeros(0)))
+    with pytest.raises(Exception, match="saddle-point matrix .* is singular"):
+        solver = cx.KKT()
+        jax.block_until_ready(solver.solve(solver.factor(W, A), jnp.ones(2), jnp.zeros(0)))
+
+
+def test_auto_solver_works_under_jit_and_vmap_across_regular_and_singular_points():
+    W, A, f, b = _random_system(5)
+    scales = jnp.array([1.0, 0.0, 1e-3])  # second row: s * A[0] -> singular at s = 0
+
+    @eqx.filter_jit
+    def solve(s):
+        A2 = jnp.stack([A[0], s * A[1] + (1 - s) * A[0]])
+        solver = cx.AutoSolver()
+        state = solver.factor(W, A2)
+        return solver.solve(state, f, A2 @ jnp.ones(5))[0], solver.rank(state)
+
+    qdd, rank = jax.vmap(solve)(scales)
+    assert jnp.all(jnp.isfinite(qdd))
+    assert list(np.asarray(rank)) == [2, 1, 2]
