@@ -145,11 +145,13 @@ def test_frobenius_heisenberg_residual_closed_form():
 
 
 def test_frobenius_on_system_reports_row_names():
+    # q = (x, y, theta, phi, z): rolling disk plus a holonomic z = x^2 (D has dimension 2)
+    disk5 = lambda t, q, p: jnp.concatenate([rolling_disk(t, q[:4], p), jnp.zeros((2, 1))], 1)
     system = cx.System(
-        L_free, [cx.Holonomic(lambda t, q, p: q[3] - q[0] ** 2, name="rod"),
-                 cx.Pfaffian(rolling_disk, name="roll")]
+        L_free, [cx.Holonomic(lambda t, q, p: q[4] - q[0] ** 2, name="rod"),
+                 cx.Pfaffian(disk5, name="roll")]
     )
-    res = is_integrable(system, 0.0, jnp.array([0.1, 0.2, 0.3, 0.4]), P_DISK)
+    res = is_integrable(system, 0.0, jnp.array([0.1, 0.2, 0.3, 0.4, 0.01]), P_DISK)
     assert res.row_names == ("rod[0]", "roll[0]", "roll[1]")
     assert not bool(res.integrable)
 
@@ -245,10 +247,12 @@ def test_lie_bracket_steer_and_drive_closed_form():
 
 def test_distribution_fields_span_the_kernel():
     q = jnp.array([0.2, 0.1, -0.4, 0.6])
-    fields = distribution_fields(rolling_disk, 0.0, P_DISK, 4)
-    V = jnp.stack([X(q) for X in fields])
-    np.testing.assert_allclose(V @ rolling_disk(0.0, q, P_DISK).T, 0.0, atol=1e-14)
-    assert np.linalg.matrix_rank(np.asarray(V), tol=1e-10) == 2
+    fields = distribution_fields(rolling_disk, 0.0, q, P_DISK)
+    assert len(fields) == 2
+    for qq in (q, q + 0.3):  # they span D near q, not only at q
+        V = jnp.stack([X(qq) for X in fields])
+        np.testing.assert_allclose(V @ rolling_disk(0.0, qq, P_DISK).T, 0.0, atol=1e-14)
+        assert np.linalg.matrix_rank(np.asarray(V), tol=1e-10) == 2
 
 
 @pytest.mark.parametrize(

@@ -133,7 +133,7 @@ def curl(
     """
     q = _as_q(q)
     omega = one_form_fn(source, t, p, q.shape[0], q.dtype)
-    J = jax.jacfwd(omega)(q)  # J[a, j, i] = d omega_aj / d q^i
+    J = jax.jit(jax.jacfwd(omega))(q)  # J[a, j, i] = d omega_aj / d q^i
     return jnp.swapaxes(J, 1, 2) - J
 
 
@@ -179,6 +179,11 @@ def frobenius_residual(
     norms = jnp.linalg.norm(PCP, ord=2, axis=(1, 2)) if A.shape[0] else jnp.zeros((0,), q.dtype)
     rows = jnp.linalg.norm(A, axis=1)
     return norms / jnp.maximum(rows, jnp.finfo(q.dtype).tiny)
+
+
+@eqx.filter_jit
+def _frobenius_batch(source, t, qs, p, rtol):
+    return jax.vmap(lambda qq: frobenius_residual(source, t, qq, p, rtol=rtol))(qs)
 
 
 class FrobeniusResult(eqx.Module):
@@ -249,7 +254,7 @@ def is_integrable(
             key, (num_samples, qs.shape[1]), qs.dtype, minval=-1.0, maxval=1.0
         )
         qs = jnp.concatenate([qs, extra])
-    res = jax.vmap(lambda qq: frobenius_residual(source, t, qq, p, rtol=rtol))(qs)
+    res = _frobenius_batch(source, t, qs, p, rtol)
     if isinstance(source, System):
         z = jnp.zeros_like(qs[0])
         names = tuple(row_names(source, as_time(t, z), z, z, p))
@@ -432,7 +437,7 @@ def find_singular_configurations(
         part = jnp.sqrt(jnp.sum(jnp.where(left_null[None, :], U**2, 0.0), axis=1))
         return rank, s, part
 
-    rank, s, part = jax.vmap(one)(qs)
+    rank, s, part = eqx.filter_jit(jax.vmap(one))(qs)
     dim = (n - rank).astype(jnp.int32)
     if generic_dimension is None:
         gen = jnp.min(dim)
@@ -491,28 +496,51 @@ def lie_bracket(X: VectorField, Y: VectorField) -> VectorField:
 
 
 def distribution_fields(
-    source: System | OneFormFn, t: Time, p: Params, n: int, *, rtol: float | None = None, dtype=None
+    source: System | OneFormFn,
+    t: Time,
+    q: Float[Array, " n"],
+    p: Params = None,
+    *,
+    rtol: float | None = None,
 ) -> list[VectorField]:
-    r"""Smooth vector fields spanning $D_q = \ker A(q)$: $X_k(q) = P(q)e_k$, $k = 1..n$.
+    r"""Smooth vector fields spanning $D = \ker A$ near `q`: $X_k(q') = P(q')\,v_k$.
 
-    $P(q) = I - A^+(q)A(q)$ is the orthogonal projector onto $D_q$; it is smooth wherever
-    $A$ has constant rank, and any section of $D$ is $X = \sum_k X^k P e_k$, so these
-    fields generate $D$ as a module and their iterated brackets generate the same flag as
-    any other basis of $D$.
+    $v_1, \dots, v_d$ is an orthonormal basis of $D_q$ (SVD of $A(q)$) and
+    $P(q') = I - A^\top(AA^\top)^{-1}A$ the orthogonal projector onto $D_{q'}$ (the
+    pseudoinverse $I - A^+A$ where the rows of $A$ are redundant). $P$ is smooth wherever
+    $A$ has constant rank, and the $X_k$ span $D$ in a neighbourhood of `q`, so their
+    iterated brackets at `q` generate the same flag as any other local basis of $D$.
+    Computed outside `jit` (the dimension `d` must be concrete).
 
-    **Arguments:** `source`, `t`, `p`; `n` the number of coordinates; `rtol` the
-    pseudoinverse cutoff; `dtype` (default: the default float dtype).
+    **Arguments:** `source` (a `System` or a one-form), `t`, `q` `(n,)`, `p`; `rtol` the
+    rank cutoff.
 
-    **Returns:** a list of `n` callables `q -> (n,)`.
+    **Returns:** a list of `d` callables `q -> (n,)`.
+
+    **Example:** `X = cx.distribution_fields(system, 0.0, q, p); cx.lie_bracket(X[0], X[1])(q)`.
     """
-    dtype = jnp.result_type(float) if dtype is None else dtype
-    rtol = _default_rtol(dtype) if rtol is None else rtol
-    omega = one_form_fn(source, t, p, n, dtype)
+    q = _as_q(q)
+    n = q.shape[0]
+    rtol = _default_rtol(q.dtype) if rtol is None else rtol
+    omega = one_form_fn(source, t, p, n, q.dtype)
+    A0 = omega(q)
+    _, _, V, rank = _svd_rank(A0, rtol)
+    rank = int(rank)
+    basis = V[:, rank:]
+    redundant = rank < A0.shape[0]
+
+    def projector(q):
+        A = omega(q)
+        if A.shape[0] == 0:
+            return jnp.eye(n, dtype=q.dtype)
+        if redundant:
+            return _kernel_projector(A, rtol)
+        return jnp.eye(n, dtype=q.dtype) - A.T @ jnp.linalg.solve(A @ A.T, A)
 
     def field(k):
-        return lambda q: _kernel_projector(omega(q), rtol)[:, k]
+        return lambda q: projector(q) @ basis[:, k]
 
-    return [field(k) for k in range(n)]
+    return [field(k) for k in range(basis.shape[1])]
 
 
 class AccessibilityResult(eqx.Module):
@@ -544,7 +572,7 @@ def accessibility_rank(
 
     Iterated brackets $[X_{i_1}, [X_{i_2}, \dots X_{i_k}]]$, $k \le$ `depth`, of fields spanning
     $D$ (`distribution_fields`, or the given vector fields), evaluated at `q` by nested
-    `jax.jvp` (`lie_bracket`); their span is the `depth`-th step of the flag
+    `jax.jvp` (`lie_bracket`; call outside `jit`); their span is the `depth`-th step of the flag
     $D \subset D + [D, D] \subset \dots$. Full rank $n$ (the bracket-generating / Hörmander
     condition) means, by Chow–Rashevskii, that every configuration is reachable along
     admissible curves; an integrable distribution never exceeds $\dim D$.
@@ -554,7 +582,7 @@ def accessibility_rank(
     - `source`: a `System`, a one-form `omega(t, q, p)`, or a sequence of vector fields
       `X(q) -> (n,)` spanning the distribution.
     - `t`, `q`, `p`: time, configuration `(n,)`, parameters.
-    - `depth`: longest bracket (`>= 1`; cost grows like $n^\text{depth}$).
+    - `depth`: longest bracket (`>= 1`; cost grows like $d^\text{depth}$).
     - `rtol`: rank cutoff relative to the largest singular value (default $\sqrt\epsilon$).
 
     **Returns:** an `AccessibilityResult` (`rank`, `ranks_by_depth`, `full`).
@@ -571,7 +599,7 @@ def accessibility_rank(
         raise ValueError(f"`depth` must be an integer >= 1, got {depth!r}")
     rtol_ = _default_rtol(q.dtype) if rtol is None else rtol
     if isinstance(source, System) or (callable(source) and not isinstance(source, Sequence)):
-        fields = distribution_fields(source, t, p, n, dtype=q.dtype)
+        fields = distribution_fields(source, t, q, p, rtol=rtol)
     else:
         fields = list(source)
         if not fields or not all(callable(X) for X in fields):
@@ -590,17 +618,20 @@ def accessibility_rank(
                     continue
                 nxt.append(lie_bracket(X, Y))
         levels.append(nxt)
-    vecs = [jnp.stack([F(q) for F in level]) if level else jnp.zeros((0, n), q.dtype) for level in levels]
 
-    def rank_of(V):
-        s = jnp.linalg.svd(V, compute_uv=False)
-        return jnp.sum(s > rtol_ * jnp.maximum(s[0], jnp.finfo(q.dtype).tiny)).astype(jnp.int32), s
+    def compute(q):
+        vecs = [
+            jnp.stack([F(q) for F in level]) if level else jnp.zeros((0, n), q.dtype)
+            for level in levels
+        ]
+        ranks = []
+        for k in range(depth):
+            s = jnp.linalg.svd(jnp.concatenate(vecs[: k + 1]), compute_uv=False)
+            cut = rtol_ * jnp.maximum(s[0], jnp.finfo(q.dtype).tiny)
+            ranks.append(jnp.sum(s > cut).astype(jnp.int32))
+        return jnp.stack(ranks), s
 
-    ranks = []
-    for k in range(depth):
-        r, s = rank_of(jnp.concatenate(vecs[: k + 1]))
-        ranks.append(r)
-    ranks = jnp.stack(ranks)
+    ranks, s = jax.jit(compute)(q)
     return AccessibilityResult(
         rank=ranks[-1], ranks_by_depth=ranks, full=ranks[-1] == n, singular_values=s
     )

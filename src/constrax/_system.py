@@ -238,17 +238,40 @@ def stacked_residual(system: System, p: Params) -> Callable:
     return c
 
 
+def _linearized_rows(fn: Callable, t, q, qd):
+    c, lin = jax.linearize(fn, t, q, qd)
+    zt, zq = jnp.zeros_like(t), jnp.zeros_like(q)
+    c_bias = lin(jnp.ones_like(t), qd, zq)
+    A = jax.vmap(lambda e: lin(zt, zq, e), out_axes=1)(jnp.eye(q.shape[0], dtype=q.dtype))
+    return A, c, c_bias
+
+
+def _pfaffian_rows(con: Pfaffian, t, q, qd, p):
+    # A = omega itself; (c, c_bias) is one jvp along (1, qd) with qd held fixed. Same values
+    # as the linearize path, without the products of omega with the identity (and with a
+    # zero tangent) that XLA keeps as separate dot ops in the vector field.
+    fn = lambda t_, q_: con.velocity_residual(t_, q_, qd, p).astype(q.dtype)
+    c, c_bias = jax.jvp(fn, (t, q), (jnp.ones_like(t), qd))
+    return con.one_form(t, q, p).astype(q.dtype), c, c_bias
+
+
 def constraint_terms(
     system: System, t, q, qd, p
 ) -> tuple[Float[Array, "m n"], Float[Array, " m"], Float[Array, " m"]]:
     r"""$(A, c, c_\text{bias})$: $A = \partial c/\partial\dot q$, $c$ the rows, and
     $c_\text{bias} = \partial c/\partial t + (\partial c/\partial q)\dot q$, so that
-    $\dot c = A\ddot q + c_\text{bias}$. One `jax.linearize` of the stacked rows."""
-    c, lin = jax.linearize(stacked_residual(system, p), t, q, qd)
-    zt, zq = jnp.zeros_like(t), jnp.zeros_like(q)
-    c_bias = lin(jnp.ones_like(t), qd, zq)
-    A = jax.vmap(lambda e: lin(zt, zq, e), out_axes=1)(jnp.eye(q.shape[0], dtype=q.dtype))
-    return A, c, c_bias
+    $\dot c = A\ddot q + c_\text{bias}$. One `jax.linearize` of the stacked rows; a
+    `Pfaffian` contributes $A = \omega$ directly and one `jax.jvp` for $(c, c_\text{bias})$."""
+    if not any(isinstance(con, Pfaffian) for con in system.constraints):
+        return _linearized_rows(stacked_residual(system, p), t, q, qd)
+    blocks = []
+    for con in system.constraints:
+        if isinstance(con, Pfaffian):
+            blocks.append(_pfaffian_rows(con, t, q, qd, p))
+        else:
+            fn = lambda t_, q_, qd_, con=con: con.velocity_residual(t_, q_, qd_, p).astype(q.dtype)
+            blocks.append(_linearized_rows(fn, t, q, qd))
+    return tuple(jnp.concatenate(parts) for parts in zip(*blocks))
 
 
 def constraint_bias(system: System, t, q, qd, p) -> tuple[Float[Array, " m"], Float[Array, " m"]]:

@@ -46,3 +46,18 @@ from ._quantities import (
     reaction_dipole as reaction_dipole,
     reaction_force as reaction_force,
 )
+from ._reduced import (
+    ReducedTrajectory as ReducedTrajectory,
+    reduced_dipole as reduced_dipole,
+    reduced_vakonomic_system as reduced_vakonomic_system,
+    rotation_free_omega_hat as rotation_free_omega_hat,
+    seed_usual_terms as seed_usual_terms,
+    seed_vakonomic_kinetic as seed_vakonomic_kinetic,
+    simulate_reduced as simulate_reduced,
+    sym_from_vec as sym_from_vec,
+    usual_rotation_free_acceleration as usual_rotation_free_acceleration,
+    usual_rotation_free_residual as usual_rotation_free_residual,
+    vakonomic_kinetic as vakonomic_kinetic,
+    vakonomic_spin_free_mu0 as vakonomic_spin_free_mu0,
+    vec_from_sym as vec_from_sym,
+)

@@ -22,6 +22,7 @@ from jaxtyping import Array, ArrayLike, Float, PyTree
 from .._custom_types import Params
 from .._prescriptions import AbstractPrescription, DAlembert
 from .._simulate import simulate
+from .._solve import AbstractConstraintSolver, AutoSolver
 from .._system import System, check_state
 from ._checkpoint import config_hash
 from ._observations import Observations
@@ -54,8 +55,10 @@ class IdentificationProblem(AbstractProblem):
       `cx.fit.Bounded(a, b)` or `cx.fit.Identity()` leaves (default identity).
     - `shooting`: `cx.fit.SingleShooting()` (default) or `cx.fit.MultipleShooting(S)`.
     - `t0`: initial time (`<=` the first observation time).
-    - `solver`, `stepsize_controller`, `adjoint`, `max_steps`, `prescription`: passed
-      to `cx.simulate` (defaults `Tsit5`, `PIDController(rtol=1e-10, atol=1e-10)`,
+    - `solver`, `stepsize_controller`, `adjoint`, `max_steps`, `prescription`,
+      `constraint_solver`: passed to `cx.simulate` (pick `cx.KKT()` for systems known to
+      stay regular: multiple shooting `vmap`s the segments, and under `vmap` the
+      `AutoSolver` pays for both of its branches) (defaults `Tsit5`, `PIDController(rtol=1e-10, atol=1e-10)`,
       `RecursiveCheckpointAdjoint`). With `diffrax.ForwardMode()` the least-squares
       Jacobians use forward mode, otherwise reverse mode.
 
@@ -84,6 +87,7 @@ class IdentificationProblem(AbstractProblem):
     adjoint: diffrax.AbstractAdjoint
     max_steps: int = eqx.field(static=True)
     prescription: AbstractPrescription
+    constraint_solver: AbstractConstraintSolver
     layout: SegmentLayout
 
     def __init__(
@@ -103,6 +107,7 @@ class IdentificationProblem(AbstractProblem):
         adjoint: diffrax.AbstractAdjoint = diffrax.RecursiveCheckpointAdjoint(),
         max_steps: int = 16384,
         prescription: AbstractPrescription = DAlembert(),
+        constraint_solver: AbstractConstraintSolver = AutoSolver(),
     ):
         if not isinstance(system, System):
             raise TypeError(f"`system` must be a cx.System, got {type(system).__name__}")
@@ -134,6 +139,7 @@ class IdentificationProblem(AbstractProblem):
         self.adjoint = adjoint
         self.max_steps = max_steps
         self.prescription = prescription
+        self.constraint_solver = constraint_solver
         self.layout = segment_layout(np.asarray(observations.ts), self.t0, shooting.num_segments)
 
     # -- decision variables ----------------------------------------------------------
@@ -197,6 +203,7 @@ class IdentificationProblem(AbstractProblem):
             adjoint=self.adjoint,
             max_steps=self.max_steps,
             prescription=self.prescription,
+            constraint_solver=self.constraint_solver,
             project_initial=project,
         )
 
@@ -226,9 +233,11 @@ class IdentificationProblem(AbstractProblem):
             r = jnp.where(obs.mask[index] & valid[:, None], r, 0.0)
             return r, traj.q[-1], traj.qd[-1]
 
-        r, q_end, qd_end = jax.vmap(segment)(
-            q0s, qd0s, layout.starts, layout.ends, layout.save_ts, layout.index, layout.valid
-        )
+        args = (q0s, qd0s, layout.starts, layout.ends, layout.save_ts, layout.index, layout.valid)
+        if S == 1:  # no vmap: keeps `AutoSolver`'s lax.cond a cond (vmap runs both branches)
+            r, q_end, qd_end = jax.tree.map(lambda x: x[None], segment(*(a[0] for a in args)))
+        else:
+            r, q_end, qd_end = jax.vmap(segment)(*args)
         parts = [r.reshape(-1)]
         if S > 1:
             w = self.shooting.defect_weight

@@ -85,7 +85,10 @@ def _least_squares(problem, z0, solver, max_steps, throw):
 
 @eqx.filter_jit
 def _optax_step(problem, optimiser, z, opt_state):
-    loss, grads = eqx.filter_value_and_grad(problem.loss)(z)
+    if _jac_mode(problem) == "fwd":  # diffrax.ForwardMode: gradient by forward mode
+        loss, grads = problem.loss(z), jax.jacfwd(problem.loss)(z)
+    else:
+        loss, grads = eqx.filter_value_and_grad(problem.loss)(z)
     updates, opt_state = optimiser.update(grads, opt_state, z)
     return loss, optax.apply_updates(z, updates), opt_state
 

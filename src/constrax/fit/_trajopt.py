@@ -19,6 +19,7 @@ from jaxtyping import Array, ArrayLike, Float
 from .._custom_types import Params
 from .._prescriptions import AbstractPrescription, DAlembert
 from .._simulate import Trajectory, simulate
+from .._solve import AbstractConstraintSolver, AutoSolver
 from .._stabilisation import AbstractStabilisation
 from .._system import System, check_state
 from ._checkpoint import config_hash
@@ -40,7 +41,7 @@ class TrajectoryProblem(AbstractProblem):
     - `goal_q`, `goal_qd`: target state `(n,)` at `t1`; `None` leaves it free.
     - `terminal_weight` $w_T$ (scalar or `(n,)` per coordinate), `effort_weight` $w_u$.
     - `solver`, `stepsize_controller`, `adjoint`, `max_steps`, `prescription`,
-      `stabilisation`: passed to `cx.simulate` (default adjoint
+      `stabilisation`, `constraint_solver`: passed to `cx.simulate` (default adjoint
       `diffrax.RecursiveCheckpointAdjoint()`; e.g. `diffrax.BacksolveAdjoint()` or
       `diffrax.ForwardMode()` also work).
 
@@ -72,6 +73,7 @@ class TrajectoryProblem(AbstractProblem):
     max_steps: int = eqx.field(static=True)
     prescription: AbstractPrescription
     stabilisation: AbstractStabilisation | None
+    constraint_solver: AbstractConstraintSolver
 
     def __init__(
         self,
@@ -93,6 +95,7 @@ class TrajectoryProblem(AbstractProblem):
         max_steps: int = 16384,
         prescription: AbstractPrescription = DAlembert(),
         stabilisation: AbstractStabilisation | None = None,
+        constraint_solver: AbstractConstraintSolver = AutoSolver(),
     ):
         if not isinstance(system, System):
             raise TypeError(f"`system` must be a cx.System, got {type(system).__name__}")
@@ -139,6 +142,7 @@ class TrajectoryProblem(AbstractProblem):
         self.max_steps = max_steps
         self.prescription = prescription
         self.stabilisation = stabilisation
+        self.constraint_solver = constraint_solver
 
     def init(self, params: Params) -> Params:
         """`z`: the control (an `AbstractControl`) taken from `params`."""
@@ -180,6 +184,7 @@ class TrajectoryProblem(AbstractProblem):
             max_steps=self.max_steps,
             prescription=self.prescription,
             stabilisation=self.stabilisation,
+            constraint_solver=self.constraint_solver,
         )
 
     def terminal_error(self, params: Params) -> Float[Array, " r"]:

@@ -80,8 +80,7 @@ def resolve_params(
                 value = value.astype(dtype)
             if value.shape != default.shape:
                 raise ValueError(
-                    f"{model}: parameter {key!r} must have shape {default.shape}, "
-                    f"got {value.shape}"
+                    f"{model}: parameter {key!r} must have shape {default.shape}, got {value.shape}"
                 )
             params[key] = value
         else:

@@ -10,6 +10,23 @@ from ._model import Model, resolve_params
 _VARIANTS = ("heisenberg", "yx")
 
 
+def _yx_lagrangian(t, q, qd, p):
+    return 0.5 * p["m"] * (qd @ qd)
+
+
+def _yx_one_form(t, q, p):
+    return jnp.stack([-p["k"] * q[1], jnp.zeros_like(q[1]), jnp.ones_like(q[1])])
+
+
+def _heisenberg_lagrangian(t, q, qd, p):
+    return 0.5 * p["m"] * (qd[0] ** 2 + qd[1] ** 2)
+
+
+def _heisenberg_one_form(t, q, p):
+    x, y, _ = q
+    return jnp.stack([0.5 * p["k"] * y, -0.5 * p["k"] * x, jnp.ones_like(x)])
+
+
 def nonholonomic_particle(variant: str = "heisenberg", **overrides) -> Model:
     r"""A particle in $\mathbb{R}^3$ with one non-integrable linear velocity constraint
     (Bloch, *Nonholonomic Mechanics and Control*, §1.5 and §1.8; Brockett's
@@ -56,31 +73,26 @@ def nonholonomic_particle(variant: str = "heisenberg", **overrides) -> Model:
         )
     p = resolve_params("nonholonomic_particle", dict(m=1.0, k=1.0), overrides)
     one = jnp.ones_like(p["k"])
-
     if variant == "yx":
-
-        def lagrangian(t, q, qd, p):
-            return 0.5 * p["m"] * (qd @ qd)
-
-        def nonholonomic(t, q, p):
-            return jnp.stack([-p["k"] * q[1], jnp.zeros_like(q[1]), jnp.ones_like(q[1])])
-
+        lagrangian, nonholonomic = _yx_lagrangian, _yx_one_form
         q0 = jnp.array([0.0, 0.5, 0.0])
         qd0 = jnp.stack([one, 0.5 * one, 0.5 * p["k"]])
     else:
-
-        def lagrangian(t, q, qd, p):
-            return 0.5 * p["m"] * (qd[0] ** 2 + qd[1] ** 2)
-
-        def nonholonomic(t, q, p):
-            x, y, _ = q
-            return jnp.stack([0.5 * p["k"] * y, -0.5 * p["k"] * x, jnp.ones_like(x)])
-
+        lagrangian, nonholonomic = _heisenberg_lagrangian, _heisenberg_one_form
         q0 = jnp.array([1.0, 0.0, 0.0])
         qd0 = jnp.stack([0.5 * one, one, 0.5 * p["k"]])
-
     system = System(lagrangian, [Pfaffian(nonholonomic, name="nonholonomic")])
     return Model(system, p, q0, qd0.astype(q0.dtype), ("x", "y", "z"))
+
+
+def _bead_lagrangian(t, q, qd, p):
+    return 0.5 * p["m"] * (qd @ qd) - p["m"] * p["g"] * q[2]
+
+
+def _hoop(t, q, p):
+    x, y, _ = q
+    c, s = jnp.cos(p["w"] * t), jnp.sin(p["w"] * t)
+    return jnp.stack([q @ q - p["R"] ** 2, -s * x + c * y])
 
 
 def bead_on_rotating_hoop(**overrides) -> Model:
@@ -122,16 +134,7 @@ def bead_on_rotating_hoop(**overrides) -> Model:
     """
     defaults = dict(m=1.0, R=1.0, w=4.0, g=9.81)
     p = resolve_params("bead_on_rotating_hoop", defaults, overrides)
-
-    def lagrangian(t, q, qd, p):
-        return 0.5 * p["m"] * (qd @ qd) - p["m"] * p["g"] * q[2]
-
-    def hoop(t, q, p):
-        x, y, _ = q
-        c, s = jnp.cos(p["w"] * t), jnp.sin(p["w"] * t)
-        return jnp.stack([q @ q - p["R"] ** 2, -s * x + c * y])
-
-    system = System(lagrangian, [Holonomic(hoop, name="hoop")])
+    system = System(_bead_lagrangian, [Holonomic(_hoop, name="hoop")])
     th0 = 0.5
     zero = jnp.zeros_like(p["R"])
     q0 = jnp.stack([p["R"] * jnp.sin(th0), zero, -p["R"] * jnp.cos(th0)])

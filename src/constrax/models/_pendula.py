@@ -18,6 +18,23 @@ def chain_positions(theta, lengths):
     return jnp.cumsum(links, axis=0)
 
 
+def _minimal_lagrangian(t, q, qd, p):
+    r, v = jax.jvp(lambda th: chain_positions(th, p["lengths"]), (q,), (qd,))
+    kinetic = 0.5 * p["masses"] @ jnp.sum(v**2, axis=-1)
+    return kinetic - p["g"] * (p["masses"] @ r[:, 1])
+
+
+def _maximal_lagrangian(t, q, qd, p):
+    r, v = q.reshape(-1, 2), qd.reshape(-1, 2)
+    return 0.5 * p["masses"] @ jnp.sum(v**2, axis=-1) - p["g"] * (p["masses"] @ r[:, 1])
+
+
+def _rods(t, q, p):
+    r = q.reshape(-1, 2)
+    d = r - jnp.concatenate([jnp.zeros_like(r[:1]), r[:-1]])
+    return jnp.sum(d**2, axis=-1) - p["lengths"] ** 2
+
+
 def pendulum_chain(n: int = 2, coordinates: str = "maximal", **overrides) -> Model:
     r"""A planar chain of $n$ point masses joined by massless rigid rods, hanging from a
     fixed pivot at the origin under gravity (the double pendulum for $n = 2$; e.g.
@@ -69,27 +86,9 @@ def pendulum_chain(n: int = 2, coordinates: str = "maximal", **overrides) -> Mod
     thetad0 = (0.3 * (-1.0) ** i).astype(p["lengths"].dtype)
 
     if coordinates == "minimal":
-
-        def lagrangian(t, q, qd, p):
-            r, v = jax.jvp(lambda th: chain_positions(th, p["lengths"]), (q,), (qd,))
-            kinetic = 0.5 * p["masses"] @ jnp.sum(v**2, axis=-1)
-            return kinetic - p["g"] * (p["masses"] @ r[:, 1])
-
-        system = System(lagrangian)
         names = tuple(f"theta{k + 1}" for k in range(n))
-        return Model(system, p, theta0, thetad0, names)
-
-    def lagrangian(t, q, qd, p):
-        v = qd.reshape(n, 2)
-        r = q.reshape(n, 2)
-        return 0.5 * p["masses"] @ jnp.sum(v**2, axis=-1) - p["g"] * (p["masses"] @ r[:, 1])
-
-    def rods(t, q, p):
-        r = q.reshape(n, 2)
-        d = r - jnp.concatenate([jnp.zeros_like(r[:1]), r[:-1]])
-        return jnp.sum(d**2, axis=-1) - p["lengths"] ** 2
-
-    system = System(lagrangian, [Holonomic(rods, name="rods")])
+        return Model(System(_minimal_lagrangian), p, theta0, thetad0, names)
+    system = System(_maximal_lagrangian, [Holonomic(_rods, name="rods")])
     r0, v0 = jax.jvp(lambda th: chain_positions(th, p["lengths"]), (theta0,), (thetad0,))
     names = tuple(f"{c}{k + 1}" for k in range(n) for c in ("x", "y"))
     return Model(system, p, r0.reshape(-1), v0.reshape(-1), names)

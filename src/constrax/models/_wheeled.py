@@ -20,6 +20,27 @@ def _stack(*xs):
 # Snake cart (seed 003 §1.2).
 
 
+def _snake_lagrangian(t, q, qd, p):
+    xd, yd, thd, phd = qd
+    m = p["m_b"] + 2 * p["m_w"]
+    J = p["J_b"] + 2 * p["J_w"] + 0.5 * p["l"] ** 2 * p["m_w"]
+    return 0.5 * m * (xd**2 + yd**2) + 0.5 * J * thd**2 + p["J_w"] * phd**2
+
+
+def _snake_wheels(t, q, p):
+    _, _, th, ph = q
+    h = 0.5 * p["l"] * jnp.cos(ph)
+    zero = jnp.zeros_like(th)
+    front = _stack(-jnp.sin(th + ph), jnp.cos(th + ph), h, zero)
+    rear = _stack(jnp.sin(th - ph), -jnp.cos(th - ph), h, zero)
+    return jnp.stack([front, rear])
+
+
+def _snake_steering_torque(t, q, qd, p):
+    tau = p["tau_amp"] * jnp.sin(p["tau_freq"] * t)
+    return jnp.zeros_like(q).at[3].set(tau)
+
+
 def snake_cart(**overrides) -> Model:
     r"""The snake cart of seed 003 §1.2: a body with two steered wheel assemblies whose
     steering angles are slaved to each other; its constraint distribution drops rank at
@@ -79,25 +100,9 @@ def snake_cart(**overrides) -> Model:
     defaults = dict(m_b=1.0, m_w=0.5, J_b=0.5, J_w=0.1, l=1.0, tau_amp=0.3, tau_freq=1.0)
     p = resolve_params("snake_cart", defaults, overrides)
 
-    def lagrangian(t, q, qd, p):
-        xd, yd, thd, phd = qd
-        m = p["m_b"] + 2 * p["m_w"]
-        J = p["J_b"] + 2 * p["J_w"] + 0.5 * p["l"] ** 2 * p["m_w"]
-        return 0.5 * m * (xd**2 + yd**2) + 0.5 * J * thd**2 + p["J_w"] * phd**2
-
-    def wheels(t, q, p):
-        _, _, th, ph = q
-        h = 0.5 * p["l"] * jnp.cos(ph)
-        zero = jnp.zeros_like(th)
-        front = _stack(-jnp.sin(th + ph), jnp.cos(th + ph), h, zero)
-        rear = _stack(jnp.sin(th - ph), -jnp.cos(th - ph), h, zero)
-        return jnp.stack([front, rear])
-
-    def steering_torque(t, q, qd, p):
-        tau = p["tau_amp"] * jnp.sin(p["tau_freq"] * t)
-        return jnp.zeros_like(q).at[3].set(tau)
-
-    system = System(lagrangian, [Pfaffian(wheels, name="wheels")], force=steering_torque)
+    system = System(
+        _snake_lagrangian, [Pfaffian(_snake_wheels, name="wheels")], force=_snake_steering_torque
+    )
     phi0, phid0, v0 = 1.2, 0.5, 0.5
     q0 = jnp.array([0.0, 0.0, 0.0, phi0])
     qd0 = _stack(v0, 0.0, 2 * v0 * jnp.tan(phi0) / p["l"], phid0).astype(q0.dtype)
@@ -106,6 +111,22 @@ def snake_cart(**overrides) -> Model:
 
 # ----------------------------------------------------------------------------------------
 # Vertical rolling disk (Bloch, Nonholonomic Mechanics and Control, §1.4).
+
+
+def _disk_lagrangian(t, q, qd, p):
+    xd, yd, thd, phd = qd
+    return 0.5 * p["m"] * (xd**2 + yd**2) + 0.5 * p["I"] * phd**2 + 0.5 * p["J"] * thd**2
+
+
+def _disk_rolling(t, q, p):
+    th = q[2]
+    one, zero = jnp.ones_like(th), jnp.zeros_like(th)
+    return jnp.stack(
+        [
+            _stack(one, zero, zero, -p["R"] * jnp.cos(th)),
+            _stack(zero, one, zero, -p["R"] * jnp.sin(th)),
+        ]
+    )
 
 
 def vertical_rolling_disk(**overrides) -> Model:
@@ -143,21 +164,7 @@ def vertical_rolling_disk(**overrides) -> Model:
     defaults = dict(m=1.0, R=0.5, I=0.125, J=0.0625)
     p = resolve_params("vertical_rolling_disk", defaults, overrides)
 
-    def lagrangian(t, q, qd, p):
-        xd, yd, thd, phd = qd
-        return 0.5 * p["m"] * (xd**2 + yd**2) + 0.5 * p["I"] * phd**2 + 0.5 * p["J"] * thd**2
-
-    def rolling(t, q, p):
-        th = q[2]
-        one, zero = jnp.ones_like(th), jnp.zeros_like(th)
-        return jnp.stack(
-            [
-                _stack(one, zero, zero, -p["R"] * jnp.cos(th)),
-                _stack(zero, one, zero, -p["R"] * jnp.sin(th)),
-            ]
-        )
-
-    system = System(lagrangian, [Pfaffian(rolling, name="rolling")])
+    system = System(_disk_lagrangian, [Pfaffian(_disk_rolling, name="rolling")])
     thd0, phd0 = 1.0, 2.0
     q0 = jnp.zeros(4)
     qd0 = _stack(p["R"] * phd0, 0.0 * p["R"], thd0, phd0).astype(q0.dtype)
@@ -171,6 +178,14 @@ def vertical_rolling_disk(**overrides) -> Model:
 def _no_side_slip(t, q, p):
     th = q[2]
     return _stack(-jnp.sin(th), jnp.cos(th), jnp.zeros_like(th))
+
+
+def _sleigh_lagrangian(t, q, qd, p):
+    th = q[2]
+    xd, yd, thd = qd
+    vx = xd - p["a"] * jnp.sin(th) * thd
+    vy = yd + p["a"] * jnp.cos(th) * thd
+    return 0.5 * p["m"] * (vx**2 + vy**2) + 0.5 * p["I"] * thd**2
 
 
 def chaplygin_sleigh(**overrides) -> Model:
@@ -213,17 +228,16 @@ def chaplygin_sleigh(**overrides) -> Model:
     defaults = dict(m=1.0, I=0.1, a=0.5)
     p = resolve_params("chaplygin_sleigh", defaults, overrides)
 
-    def lagrangian(t, q, qd, p):
-        th = q[2]
-        xd, yd, thd = qd
-        vx = xd - p["a"] * jnp.sin(th) * thd
-        vy = yd + p["a"] * jnp.cos(th) * thd
-        return 0.5 * p["m"] * (vx**2 + vy**2) + 0.5 * p["I"] * thd**2
-
-    system = System(lagrangian, [Pfaffian(_no_side_slip, name="no_side_slip")])
+    system = System(_sleigh_lagrangian, [Pfaffian(_no_side_slip, name="no_side_slip")])
     q0 = jnp.zeros(3)
     qd0 = jnp.array([1.0, 0.0, 1.0])
     return Model(system, p, q0, qd0, ("x", "y", "theta"))
+
+
+def _knife_lagrangian(t, q, qd, p):
+    xd, yd, thd = qd
+    kinetic = 0.5 * p["m"] * (xd**2 + yd**2) + 0.5 * p["I"] * thd**2
+    return kinetic + p["m"] * p["g_incline"] * q[0]
 
 
 def knife_edge(**overrides) -> Model:
@@ -264,12 +278,7 @@ def knife_edge(**overrides) -> Model:
     defaults = dict(m=1.0, I=0.1, g_incline=0.0)
     p = resolve_params("knife_edge", defaults, overrides)
 
-    def lagrangian(t, q, qd, p):
-        xd, yd, thd = qd
-        kinetic = 0.5 * p["m"] * (xd**2 + yd**2) + 0.5 * p["I"] * thd**2
-        return kinetic + p["m"] * p["g_incline"] * q[0]
-
-    system = System(lagrangian, [Pfaffian(_no_side_slip, name="no_side_slip")])
+    system = System(_knife_lagrangian, [Pfaffian(_no_side_slip, name="no_side_slip")])
     q0 = jnp.zeros(3)
     qd0 = jnp.array([1.0, 0.0, 0.5])
     return Model(system, p, q0, qd0, ("x", "y", "theta"))
@@ -279,9 +288,28 @@ def knife_edge(**overrides) -> Model:
 # Dynamic car-like model.
 
 
-def kinematic_car(
-    *, force: Callable | None = None, **overrides
-) -> Model:
+def _car_lagrangian(t, q, qd, p):
+    xd, yd, thd, psd = qd
+    return (
+        0.5 * p["m"] * (xd**2 + yd**2) + 0.5 * p["I"] * thd**2 + 0.5 * p["J_s"] * (thd + psd) ** 2
+    )
+
+
+def _car_no_side_slip(t, q, p):
+    _, _, th, ps = q
+    zero = jnp.zeros_like(th)
+    rear = _stack(-jnp.sin(th), jnp.cos(th), zero, zero)
+    front = _stack(-jnp.sin(th + ps), jnp.cos(th + ps), p["L_wb"] * jnp.cos(ps), zero)
+    return jnp.stack([rear, front])
+
+
+def _car_drive_and_steer(t, q, qd, p):
+    th = q[2]
+    F = p["F_drive"]
+    return _stack(F * jnp.cos(th), F * jnp.sin(th), jnp.zeros_like(th), p["tau_steer"])
+
+
+def kinematic_car(*, force: Callable | None = None, **overrides) -> Model:
     r"""A dynamic car-like vehicle (the "kinematic car" of Murray–Sastry / Bloch §1.9 with
     inertia): rear axle and steered front wheel that cannot slip sideways, driven by a
     force along the heading and a steering torque.
@@ -336,30 +364,10 @@ def kinematic_car(
     defaults = dict(m=1.0, I=0.2, L_wb=1.0, J_s=0.05, F_drive=0.0, tau_steer=0.0)
     p = resolve_params("kinematic_car", defaults, overrides)
 
-    def lagrangian(t, q, qd, p):
-        xd, yd, thd, psd = qd
-        return (
-            0.5 * p["m"] * (xd**2 + yd**2)
-            + 0.5 * p["I"] * thd**2
-            + 0.5 * p["J_s"] * (thd + psd) ** 2
-        )
-
-    def no_side_slip(t, q, p):
-        _, _, th, ps = q
-        zero = jnp.zeros_like(th)
-        rear = _stack(-jnp.sin(th), jnp.cos(th), zero, zero)
-        front = _stack(-jnp.sin(th + ps), jnp.cos(th + ps), p["L_wb"] * jnp.cos(ps), zero)
-        return jnp.stack([rear, front])
-
-    def drive_and_steer(t, q, qd, p):
-        th = q[2]
-        F = p["F_drive"]
-        return _stack(F * jnp.cos(th), F * jnp.sin(th), jnp.zeros_like(th), p["tau_steer"])
-
     system = System(
-        lagrangian,
-        [Pfaffian(no_side_slip, name="no_side_slip")],
-        force=drive_and_steer if force is None else force,
+        _car_lagrangian,
+        [Pfaffian(_car_no_side_slip, name="no_side_slip")],
+        force=_car_drive_and_steer if force is None else force,
     )
     v0, psi0 = 1.0, 0.2
     q0 = jnp.array([0.0, 0.0, 0.0, psi0])

@@ -28,7 +28,9 @@ from ._so3 import (
     euler_zxz_to_rotation,
     orthonormality_residual,
     project_to_so3,
+    quaternion_conjugate,
     quaternion_from_rotation,
+    quaternion_multiply,
     quaternion_to_rotation,
     spatial_angular_velocity,
 )
@@ -157,7 +159,8 @@ class RotationMatrix(AbstractOrientation):
 class Quaternion(AbstractOrientation):
     r"""A quaternion $(w, x, y, z)$ (scalar first) with the norm row $|q|^2 - 1 = 0$.
 
-    $R(q) = R(q/|q|)$, so $R$ is orthonormal even off the unit sphere; the kinetic energy
+    $R(q) = R(q/|q|)$, so $R$ is orthonormal even off the unit sphere, and accordingly
+    $\Omega = 2\operatorname{vec}(\bar q\otimes\dot q)/|q|^2$; the kinetic energy
     $\tfrac12\Omega^\top I\Omega$ does not see the radial direction $\dot q\parallel q$,
     which the norm row removes (the saddle system is regular).
 
@@ -175,6 +178,14 @@ class Quaternion(AbstractOrientation):
 
     def constraint(self, x):
         return jnp.atleast_1d(x @ x - 1.0)
+
+    def spatial_angular_velocity(self, x, xd):
+        r"""$\omega = 2\operatorname{vec}(\dot q\otimes\bar q)/|q|^2$ (closed form)."""
+        return 2.0 * quaternion_multiply(xd, quaternion_conjugate(x))[1:] / (x @ x)
+
+    def body_angular_velocity(self, x, xd):
+        r"""$\Omega = 2\operatorname{vec}(\bar q\otimes\dot q)/|q|^2$ (closed form)."""
+        return 2.0 * quaternion_multiply(quaternion_conjugate(x), xd)[1:] / (x @ x)
 
     def coordinate_names(self, prefix):
         return tuple(f"{prefix}q{c}" for c in "wxyz")

@@ -110,10 +110,10 @@ def quaternion_conjugate(q: Float[ArrayLike, "*batch 4"]) -> Float[Array, "*batc
 
 def quaternion_to_rotation(q: Float[ArrayLike, "*batch 4"]) -> Float[Array, "*batch 3 3"]:
     r"""Rotation matrix of the quaternion $q/|q|$ (scalar first):
-    $R = I + 2w\hat v + 2\hat v^2$ for a unit $q = (w, v)$.
+    $R = I + \frac{2}{|q|^2}(w\hat v + \hat v^2)$ for $q = (w, v)$.
 
     Normalising inside makes $R$ exactly orthonormal even when $q$ has drifted off the unit
-    sphere; $q = 0$ gives the identity with finite gradients.
+    sphere (no square root is taken); $q = 0$ gives the identity.
 
     **Example:** `quaternion_to_rotation(jnp.array([1.0, 0.0, 0.0, 0.0]))` is the identity.
     """
@@ -122,12 +122,11 @@ def quaternion_to_rotation(q: Float[ArrayLike, "*batch 4"]) -> Float[Array, "*ba
         raise ValueError(f"`q` must be a quaternion (shape (..., 4)), got shape {q.shape}")
     sq = jnp.sum(q * q, -1)
     ok = sq > 0
-    q = q / jnp.sqrt(jnp.where(ok, sq, 1.0))[..., None]
-    q = jnp.where(ok[..., None], q, jnp.array([1.0, 0.0, 0.0, 0.0], dtype=q.dtype))
+    scale = jnp.where(ok, 2.0 / jnp.where(ok, sq, 1.0), 0.0)
     w, v = q[..., 0], q[..., 1:]
     V = hat(v)
     eye = jnp.eye(3, dtype=q.dtype)
-    return eye + 2.0 * w[..., None, None] * V + 2.0 * (V @ V)
+    return eye + scale[..., None, None] * (w[..., None, None] * V + V @ V)
 
 
 def quaternion_from_axis_angle(rotvec: Float[ArrayLike, "*batch 3"]) -> Float[Array, "*batch 4"]:

@@ -1,0 +1,64 @@
+r"""`constrax.rigid`: rigid-body kinematics (SO(3)/SE(3)), `RigidBody` kinetic energy,
+constraint builders (interconnections, primary velocity constraints, rolling contacts,
+knife edges), degeneracy analysis (seed 003 §2.3, §3, §4) and friction forces (seed 000).
+
+Orientation coordinates: `RotationMatrix` (9 entries + 6 orthonormality rows: the
+gyroscopic affine body of seed 002), `Quaternion` (4 entries + norm row, the default) or
+`EulerZXZ` (3 angles, singular at $\theta\in\{0,\pi\}$).
+"""
+
+from ._body import RigidBody as RigidBody
+from ._contacts import (
+    Disk as Disk,
+    Plane as Plane,
+    Sphere as Sphere,
+    angular_velocity_constraint as angular_velocity_constraint,
+    body_constraints as body_constraints,
+    contact_offset as contact_offset,
+    interconnection as interconnection,
+    knife_edge as knife_edge,
+    no_slip as no_slip,
+    plane_contact as plane_contact,
+    rolling_contact as rolling_contact,
+    rotating_plane as rotating_plane,
+    translational_velocity_constraint as translational_velocity_constraint,
+)
+from ._degeneracy import (
+    PrimaryConstraintAnalysis as PrimaryConstraintAnalysis,
+    angular_rows as angular_rows,
+    primary_constraint_analysis as primary_constraint_analysis,
+    translational_rows as translational_rows,
+    twist_analysis as twist_analysis,
+    twist_rows as twist_rows,
+)
+from ._friction import (
+    body_force as body_force,
+    coulomb_spin_friction as coulomb_spin_friction,
+    combine_forces as combine_forces,
+    sliding_friction as sliding_friction,
+    viscous_rolling_friction as viscous_rolling_friction,
+    viscous_spin_friction as viscous_spin_friction,
+)
+from ._orientation import (
+    AbstractOrientation as AbstractOrientation,
+    EulerZXZ as EulerZXZ,
+    Quaternion as Quaternion,
+    RotationMatrix as RotationMatrix,
+)
+from ._so3 import (
+    body_angular_velocity as body_angular_velocity,
+    body_translational_velocity as body_translational_velocity,
+    euler_zxz_to_rotation as euler_zxz_to_rotation,
+    hat as hat,
+    orthonormality_residual as orthonormality_residual,
+    project_to_so3 as project_to_so3,
+    quaternion_conjugate as quaternion_conjugate,
+    quaternion_from_axis_angle as quaternion_from_axis_angle,
+    quaternion_from_rotation as quaternion_from_rotation,
+    quaternion_multiply as quaternion_multiply,
+    quaternion_to_rotation as quaternion_to_rotation,
+    rotation_from_axis_angle as rotation_from_axis_angle,
+    spatial_angular_velocity as spatial_angular_velocity,
+    spatial_translational_velocity as spatial_translational_velocity,
+    vee as vee,
+)

@@ -1,0 +1,396 @@
+r"""Constraint builders for rigid bodies; each returns ordinary core constraints.
+
+* `interconnection`: two body points share a spatial point, $\Phi_1(X_1) = \Phi_2(X_2)$
+  (seed 003 §3.1, eq. 3.1.2): `cx.Holonomic`, 3 rows.
+* `angular_velocity_constraint`: primary angular velocity constraint $g(\omega, \mu) = 0$
+  (seed 003 Definition 4.2): `cx.Pfaffian`, 1 row.
+* `translational_velocity_constraint`: primary translational velocity constraint
+  $g(v_j - v_s, u) = 0$ on the velocity $v_j = \dot r + \omega\times\Delta$ of a body point
+  (seed 003 Definition 4.3, map 4.2.2), with an optional support velocity $v_s$ (moving
+  surfaces): `cx.Pfaffian`, 1 row. Axis and direction may depend on the configuration.
+* `plane_contact` / `rolling_contact`: a `Sphere` or `Disk` touching a `Plane` (holonomic
+  height of the lowest point) and rolling on it without slipping (two tangential rows of
+  $v_\text{contact} - v_\text{plane} = 0$; the plane may move in itself: rheonomic).
+* `knife_edge`: no velocity of a blade point along the blade's lateral body axis.
+
+Friction is *not* a constraint: see `cx.rigid` friction forces (seed 000).
+"""
+
+from collections.abc import Callable, Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+from .._constraints import AbstractConstraint, Holonomic, Pfaffian
+from ._body import RigidBody, check_point
+
+_FRAMES = ("body", "spatial")
+
+
+def _check_body(body, name="body"):
+    if not isinstance(body, RigidBody):
+        raise TypeError(f"`{name}` must be a cx.rigid.RigidBody, got {type(body).__name__}")
+
+
+def _check_frame(frame, name):
+    if frame not in _FRAMES:
+        raise ValueError(
+            f"`{name}` must be 'body' (fixed in the body frame) or 'spatial' (spatial axes), "
+            f"got {frame!r}"
+        )
+
+
+def _vector_spec(value, name: str):
+    """A constant 3-vector (checked now) or a callable `(t, q, p) -> (3,)` (checked at trace)."""
+    if callable(value):
+        return value
+    return check_point(value, name)
+
+
+def _evaluate(spec, name: str, t, q, p) -> Array:
+    v = spec(t, q, p) if callable(spec) else spec
+    v = jnp.asarray(v)
+    if v.shape != (3,):
+        raise ValueError(f"`{name}(t, q, p)` must return a 3-vector of shape (3,), got {v.shape}")
+    return v.astype(q.dtype)
+
+
+def _param(value, p):
+    """A parameter given as a number/array or as a callable `p -> value`."""
+    return value(p) if callable(value) else value
+
+
+def _one_form(fn, q: Array, cotangents: Array) -> Array:
+    r"""Rows $c_a^\top\,\partial v/\partial\dot q$ of a velocity map `fn(qd)` linear in `qd`."""
+    _, vjp = jax.vjp(fn, jnp.zeros_like(q))
+    return jax.vmap(lambda c: vjp(c)[0])(cotangents)
+
+
+def interconnection(
+    body1: RigidBody,
+    point1: Float[ArrayLike, " 3"],
+    body2: RigidBody | None = None,
+    point2: Float[ArrayLike, " 3"] = (0.0, 0.0, 0.0),
+    *,
+    name: str | None = None,
+) -> Holonomic:
+    r"""Interconnect material point `point1` of `body1` with `point2` of `body2` (or with the
+    fixed spatial point `point2` when `body2` is `None`): $r_1 + R_1X_1 - r_2 - R_2X_2 = 0$.
+
+    Seed 003 §3.1 (the physical configuration space $\Phi_1(X_1) = \Phi_2(X_2)$; its velocity
+    form is the map $\iota$ of eq. 3.1.2). A ball joint; two interconnections make a hinge.
+
+    **Arguments:** body-frame points `(3,)` relative to each centre of mass; `point2` is in
+    the spatial frame when `body2` is `None`.
+
+    **Returns:** a `cx.Holonomic` with 3 rows.
+
+    **Example:** a spherical pendulum hanging from the origin,
+    `interconnection(bob, jnp.array([0.0, 0.0, 0.5]))`.
+    """
+    _check_body(body1, "body1")
+    X1 = check_point(point1, "point1")
+    X2 = check_point(point2, "point2")
+    if body2 is not None:
+        _check_body(body2, "body2")
+
+    def g(t, q, p):
+        x2 = X2.astype(q.dtype) if body2 is None else body2.point(q, X2)
+        return body1.point(q, X1) - x2
+
+    other = "ground" if body2 is None else body2.name
+    return Holonomic(g, name=name or f"interconnection({body1.name},{other})")
+
+
+def angular_velocity_constraint(
+    body: RigidBody,
+    axis: Float[ArrayLike, " 3"] | Callable,
+    *,
+    frame: str = "spatial",
+    name: str | None = None,
+) -> Pfaffian:
+    r"""Primary angular velocity constraint $g(\omega, \mu) = 0$ (seed 003 Definition 4.2).
+
+    **Arguments:**
+
+    - `axis`: $\mu$, a `(3,)` array or a callable `(t, q, p) -> (3,)` (configuration- or
+      time-dependent).
+    - `frame`: `"spatial"` ($\mu$ in spatial axes) or `"body"` (body-fixed, $\mu = R\mu_B$).
+
+    **Returns:** a one-row `cx.Pfaffian` whose row is $\mu^\top\partial\omega/\partial\dot q$.
+
+    **Example:** forbid spin about the vertical, `angular_velocity_constraint(body, jnp.array([0, 0, 1.0]))`.
+    """
+    _check_body(body)
+    _check_frame(frame, "frame")
+    spec = _vector_spec(axis, "axis")
+
+    def omega(t, q, p):
+        mu = _evaluate(spec, "axis", t, q, p)
+        if frame == "body":
+            mu = body.rotation(q) @ mu
+        return _one_form(lambda v: body.angular_velocity(q, v), q, mu[None])
+
+    return Pfaffian(omega, name=name or f"{body.name}.angular")
+
+
+def translational_velocity_constraint(
+    body: RigidBody,
+    point: Float[ArrayLike, " 3"] | Callable,
+    direction: Float[ArrayLike, " 3"] | Callable,
+    *,
+    point_frame: str = "body",
+    direction_frame: str = "spatial",
+    support_velocity: Callable | None = None,
+    name: str | None = None,
+) -> Pfaffian:
+    r"""Primary translational velocity constraint $g(v + \omega\times\Delta - v_s, u) = 0$
+    (seed 003 Definition 4.3 and map 4.2.2).
+
+    $v + \omega\times\Delta$ is the velocity of the material point at offset $\Delta$ from the
+    centre of mass, $u$ the constrained direction, $v_s(t, x, p)$ an optional velocity of
+    the support at that point (a moving surface: the constraint is then affine and
+    rheonomic). With $\Delta_j$ measured from the constrained point to the reference point
+    as in seed 003 §4.2 the row in twist coordinates $(\omega, v)$ is
+    $(u\times\Delta_j, u)$ (Theorem 4.5).
+
+    **Arguments:**
+
+    - `point`: the material point: body-frame `(3,)` (`point_frame="body"`, $\Delta = RX$)
+      or the spatial offset $\Delta$ from the centre of mass (`point_frame="spatial"`,
+      e.g. a configuration-dependent contact point); array or callable `(t, q, p) -> (3,)`.
+    - `direction`: $u$, `(3,)` or callable; `direction_frame="spatial"` or `"body"`.
+    - `support_velocity`: optional `(t, x, p) -> (3,)`.
+
+    **Returns:** a one-row `cx.Pfaffian`.
+
+    **Example:** a knife edge at the body point `X` with lateral body axis `e_y`,
+    `translational_velocity_constraint(body, X, jnp.array([0, 1.0, 0]), direction_frame="body")`.
+    """
+    _check_body(body)
+    _check_frame(point_frame, "point_frame")
+    _check_frame(direction_frame, "direction_frame")
+    pspec = _vector_spec(point, "point")
+    uspec = _vector_spec(direction, "direction")
+
+    def offset(t, q, p):
+        d = _evaluate(pspec, "point", t, q, p)
+        return body.rotation(q) @ d if point_frame == "body" else d
+
+    def unit(t, q, p):
+        u = _evaluate(uspec, "direction", t, q, p)
+        return body.rotation(q) @ u if direction_frame == "body" else u
+
+    def omega(t, q, p):
+        delta, u = offset(t, q, p), unit(t, q, p)
+        return _one_form(lambda v: body.offset_velocity(q, v, delta), q, u[None])
+
+    b = None
+    if support_velocity is not None:
+
+        def b(t, q, p):
+            x = body.position(q) + offset(t, q, p)
+            vs = jnp.asarray(support_velocity(t, x, p), dtype=q.dtype)
+            if vs.shape != (3,):
+                raise ValueError(f"`support_velocity(t, x, p)` must return shape (3,), got {vs.shape}")
+            return jnp.atleast_1d(-unit(t, q, p) @ vs)
+
+    return Pfaffian(omega, b, name=name or f"{body.name}.translational")
+
+
+def knife_edge(
+    body: RigidBody,
+    point: Float[ArrayLike, " 3"],
+    lateral_axis: Float[ArrayLike, " 3"],
+    *,
+    name: str | None = None,
+) -> Pfaffian:
+    r"""Planar knife edge: the blade point `point` (body frame) has no velocity along the
+    blade's lateral body axis, $g(\dot r + \omega\times RX, R\,n_B) = 0$ (a primary
+    translational velocity constraint, seed 003 Definition 4.3). For a body moving in a
+    horizontal plane with heading $\theta$ and $n_B = e_y$ this is the Chaplygin sleigh's
+    $-\sin\theta\,\dot x_P + \cos\theta\,\dot y_P = 0$.
+
+    **Example:** `knife_edge(body, jnp.zeros(3), jnp.array([0.0, 1.0, 0.0]))`.
+    """
+    return translational_velocity_constraint(
+        body, point, lateral_axis, point_frame="body", direction_frame="body",
+        name=name or f"{body.name}.knife_edge",
+    )
+
+
+# ----------------------------------------------------------------------------------------
+# Shapes and planes.
+
+
+class Sphere(eqx.Module):
+    r"""A ball of radius `radius` centred at the centre of mass; lowest point
+    $\Delta = -a n$.
+
+    `radius` is a number or a callable `p -> radius` (read from the parameters).
+    """
+
+    radius: float | Callable
+
+    def contact_offset(self, R, n, p):
+        return -_param(self.radius, p) * n
+
+
+class Disk(eqx.Module):
+    r"""A thin disk (or the rim of a wheel) of radius `radius` centred at the centre of mass,
+    with body-frame symmetry axis `axis` (default $e_3$).
+
+    The lowest rim point is $\Delta = -a\,d/|d|$, $d = n - (n\cdot e)e$, $e = R\,\text{axis}$.
+    Singular when the disk lies flat ($e\parallel n$, a whole rim touches); the safe norm
+    keeps values and gradients finite there, but the contact is then ill-defined.
+    """
+
+    radius: float | Callable
+    axis: Array = eqx.field(converter=lambda a: check_point(a, "axis"), default=(0.0, 0.0, 1.0))
+
+    def contact_offset(self, R, n, p):
+        e = R @ self.axis.astype(R.dtype)
+        d = n - (n @ e) * e
+        sq = d @ d
+        ok = sq > 1e-30
+        norm = jnp.sqrt(jnp.where(ok, sq, 1.0))
+        return -_param(self.radius, p) * jnp.where(ok, d / norm, 0.0)
+
+
+class Plane(eqx.Module):
+    r"""The plane $\{x : n\cdot x = h\}$ with unit normal `normal` (pointing to the side of the
+    bodies), height `height`, and an optional in-plane velocity field
+    `velocity(t, x, p) -> (3,)` of its material points (a turntable, a conveyor belt).
+
+    **Example:** a turntable spinning at `p["Omega"]`:
+    `Plane(velocity=lambda t, x, p: p["Omega"] * jnp.cross(jnp.array([0, 0, 1.0]), x))`.
+    """
+
+    normal: Array = eqx.field(
+        converter=lambda a: check_point(a, "normal"), default=(0.0, 0.0, 1.0)
+    )
+    height: float | Callable = 0.0
+    velocity: Callable | None = None
+
+    def __check_init__(self):
+        n = np.asarray(self.normal)
+        if not np.isclose(np.linalg.norm(n), 1.0, atol=1e-12):
+            raise ValueError(f"Plane: `normal` must be a unit vector, got {n.tolist()}")
+
+    def tangents(self) -> Array:
+        """A fixed orthonormal basis `(2, 3)` of the plane's tangent space, $(t_1, n\times t_1)$
+        ($e_x, e_y$ for the horizontal plane)."""
+        n = np.asarray(self.normal, dtype=float)
+        a = np.eye(3)[int(np.argmin(np.abs(n)))]  # e_x for a horizontal plane
+        t1 = a - (a @ n) * n
+        t1 /= np.linalg.norm(t1)
+        return jnp.asarray(np.stack([t1, np.cross(n, t1)]))
+
+
+def rotating_plane(
+    rate: float | Callable, centre: Float[ArrayLike, " 3"] = (0.0, 0.0, 0.0), **plane_kwargs
+) -> Plane:
+    r"""A plane spinning in itself about the axis through `centre` along its normal at angular
+    rate `rate` (number or `(t, p) -> rate`): $v_s(t, x) = \Omega(t)\,n\times(x - c)$.
+
+    **Example:** `rotating_plane(lambda t, p: p["Omega"])`.
+    """
+    c = check_point(centre, "centre")
+    n = check_point(plane_kwargs.get("normal", (0.0, 0.0, 1.0)), "normal")
+
+    def velocity(t, x, p):
+        w = rate(t, p) if callable(rate) else rate
+        return w * jnp.cross(n.astype(x.dtype), x - c.astype(x.dtype))
+
+    return Plane(velocity=velocity, **plane_kwargs)
+
+
+def _check_shape(shape):
+    if not isinstance(shape, (Sphere, Disk)):
+        raise TypeError(f"`shape` must be cx.rigid.Sphere or cx.rigid.Disk, got {type(shape).__name__}")
+
+
+def contact_offset(body: RigidBody, shape, plane: Plane, q, p) -> Float[Array, " 3"]:
+    r"""Spatial offset $\Delta$ from the centre of mass to the lowest point of `shape`."""
+    return shape.contact_offset(body.rotation(q), plane.normal.astype(q.dtype), p)
+
+
+def plane_contact(
+    body: RigidBody, shape, plane: Plane = Plane(), *, name: str | None = None
+) -> Holonomic:
+    r"""The lowest point of `shape` lies on `plane`: $n\cdot(r + \Delta(q)) - h = 0$
+    (holonomic, one row; its velocity form is $n\cdot(\dot r + \omega\times\Delta) = 0$).
+
+    **Example:** `plane_contact(ball, Sphere(0.1))` keeps a ball's centre at height 0.1.
+    """
+    _check_body(body)
+    _check_shape(shape)
+
+    def height(t, q, p):
+        x = body.position(q) + contact_offset(body, shape, plane, q, p)
+        return jnp.atleast_1d(plane.normal.astype(q.dtype) @ x - _param(plane.height, p))
+
+    return Holonomic(height, name=name or f"{body.name}.contact")
+
+
+def no_slip(body: RigidBody, shape, plane: Plane = Plane(), *, name: str | None = None) -> Pfaffian:
+    r"""No slip in the tangent plane: $t_i\cdot(\dot r + \omega\times\Delta - v_s(t, r + \Delta))
+    = 0$, $i = 1, 2$ — two primary translational velocity constraints at the contact point
+    (seed 003 Definition 4.3). Rheonomic and affine when the plane moves.
+
+    **Example:** `no_slip(ball, Sphere(0.1), rotating_plane(2.0))`.
+    """
+    _check_body(body)
+    _check_shape(shape)
+    tangents = plane.tangents()
+
+    def omega(t, q, p):
+        delta = contact_offset(body, shape, plane, q, p)
+        return _one_form(lambda v: body.offset_velocity(q, v, delta), q, tangents.astype(q.dtype))
+
+    b = None
+    if plane.velocity is not None:
+
+        def b(t, q, p):
+            x = body.position(q) + contact_offset(body, shape, plane, q, p)
+            vs = jnp.asarray(plane.velocity(t, x, p), dtype=q.dtype)
+            if vs.shape != (3,):
+                raise ValueError(f"`Plane.velocity(t, x, p)` must return shape (3,), got {vs.shape}")
+            return -tangents.astype(q.dtype) @ vs
+
+    return Pfaffian(omega, b, name=name or f"{body.name}.no_slip")
+
+
+def rolling_contact(
+    body: RigidBody, shape, plane: Plane = Plane(), *, name: str | None = None
+) -> list[AbstractConstraint]:
+    r"""Rolling without slipping of a `Sphere` or `Disk` on a (possibly moving) `Plane`:
+    `[plane_contact(...), no_slip(...)]`, i.e. the material contact point moves with the
+    plane, $\dot r + \omega\times\Delta = v_s(t, r + \Delta)$ (normal row as the holonomic
+    height constraint, two tangential Pfaffian rows).
+
+    **Returns:** a list of two constraints (3 rows), to splice into `System(constraints=...)`.
+
+    **Example:** `cx.System(L, [ball.orientation_constraint(), *rolling_contact(ball, Sphere(0.1))])`.
+    """
+    prefix = name or body.name
+    return [
+        plane_contact(body, shape, plane, name=f"{prefix}.contact"),
+        no_slip(body, shape, plane, name=f"{prefix}.no_slip"),
+    ]
+
+
+def body_constraints(*items: AbstractConstraint | Sequence | None) -> list[AbstractConstraint]:
+    """Flatten constraints, lists of constraints and `None`s into one list."""
+    out = []
+    for item in items:
+        if item is None:
+            continue
+        if isinstance(item, AbstractConstraint):
+            out.append(item)
+        else:
+            out.extend(body_constraints(*item))
+    return out

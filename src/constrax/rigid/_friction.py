@@ -1,0 +1,157 @@
+r"""Friction on rigid bodies as generalized forces — never as constraints (seed 000 §7).
+
+Seed 000: the reactions of ideal constraints do no work and vanish on the constrained
+submanifold, while friction "in the direction of the common tangent plane" stays in the
+reduced dynamics and must be modelled as a measurable force. Each builder returns a
+generalized force `Q(t, q, qd, p) -> (n,)` for `cx.System(force=...)`, obtained from a
+spatial force $F$ at a body point and/or a torque $\tau$ by the principle of virtual power,
+$Q = (\partial v_P/\partial\dot q)^\top F + (\partial\omega/\partial\dot q)^\top\tau$, so
+`cx.accelerations(...).force` reports it apart from the reactions.
+
+Coefficients are numbers or callables `p -> value` (differentiable parameters).
+"""
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from .._custom_types import ForceFn
+from ._body import RigidBody, check_point
+from ._contacts import Plane, _check_body, _check_shape, _param, contact_offset
+
+
+def body_force(
+    body: RigidBody,
+    q: Float[Array, " n"],
+    *,
+    force: Float[Array, " 3"] | None = None,
+    offset: Float[Array, " 3"] | None = None,
+    torque: Float[Array, " 3"] | None = None,
+) -> Float[Array, " n"]:
+    r"""Generalized force of a spatial force `force` acting at the material point at spatial
+    offset `offset` from the centre of mass (default: at the centre) plus a spatial torque
+    `torque`: $Q = (\partial v_P/\partial\dot q)^\top F + (\partial\omega/\partial\dot q)^\top\tau$.
+
+    **Example:** `body_force(body, q, torque=jnp.array([0.0, 0.0, -0.1]))`.
+    """
+    q = jnp.asarray(q)
+    zero = jnp.zeros(3, q.dtype)
+    delta = zero if offset is None else check_point(offset, "offset")
+    F = zero if force is None else check_point(force, "force")
+    tau = zero if torque is None else check_point(torque, "torque")
+
+    def power(v):  # linear in v: F . v_P + tau . omega
+        return F @ body.offset_velocity(q, v, delta) + tau @ body.angular_velocity(q, v)
+
+    return jax.grad(power)(jnp.zeros_like(q))
+
+
+def _unit(n) -> Array:
+    return check_point(n, "normal")
+
+
+def viscous_spin_friction(body: RigidBody, coefficient, normal=(0.0, 0.0, 1.0)) -> ForceFn:
+    r"""Viscous drilling (spin) friction about the contact normal, $\tau = -c\,(\omega\cdot n)n$.
+
+    **Example:** `viscous_spin_friction(disk, lambda p: p["c_spin"])`.
+    """
+    _check_body(body)
+    n0 = _unit(normal)
+
+    def Q(t, q, qd, p):
+        n = n0.astype(q.dtype)
+        w = body.angular_velocity(q, qd)
+        return body_force(body, q, torque=-_param(coefficient, p) * (w @ n) * n)
+
+    return Q
+
+
+def viscous_rolling_friction(body: RigidBody, coefficient, normal=(0.0, 0.0, 1.0)) -> ForceFn:
+    r"""Viscous rolling resistance, a torque against the tangential angular velocity,
+    $\tau = -c\,(\omega - (\omega\cdot n)n)$.
+
+    **Example:** `viscous_rolling_friction(ball, 0.01)`.
+    """
+    _check_body(body)
+    n0 = _unit(normal)
+
+    def Q(t, q, qd, p):
+        n = n0.astype(q.dtype)
+        w = body.angular_velocity(q, qd)
+        return body_force(body, q, torque=-_param(coefficient, p) * (w - (w @ n) * n))
+
+    return Q
+
+
+def coulomb_spin_friction(
+    body: RigidBody, torque, normal=(0.0, 0.0, 1.0), epsilon: float = 1e-3
+) -> ForceFn:
+    r"""Coulomb (dry) spin friction smoothed at zero spin,
+    $\tau = -\tau_0\,s/\sqrt{s^2 + \epsilon^2}\;n$, $s = \omega\cdot n$.
+
+    **Example:** `coulomb_spin_friction(disk, 1e-3, epsilon=1e-2)`.
+    """
+    _check_body(body)
+    n0 = _unit(normal)
+
+    def Q(t, q, qd, p):
+        n = n0.astype(q.dtype)
+        s = body.angular_velocity(q, qd) @ n
+        tau = -_param(torque, p) * s / jnp.sqrt(s * s + epsilon**2) * n
+        return body_force(body, q, torque=tau)
+
+    return Q
+
+
+def sliding_friction(
+    body: RigidBody,
+    shape,
+    plane: Plane,
+    *,
+    coefficient,
+    normal_force,
+    epsilon: float = 1e-3,
+) -> ForceFn:
+    r"""Smoothed Coulomb sliding friction at the contact point, in the tangent plane:
+    $F = -\mu N\,s/\sqrt{|s|^2 + \epsilon^2}$, $s = (I - nn^\top)(v_\text{contact} - v_s)$
+    the slip velocity. With a rolling (no-slip) constraint $s = 0$ and it vanishes; use it
+    with `plane_contact` alone for a sliding body. `normal_force` $N$ is a number or
+    callable `p -> N` (e.g. $mg$; a model assumption, not the reaction).
+
+    **Example:** `sliding_friction(puck, Disk(0.1), Plane(), coefficient=0.3, normal_force=9.81)`.
+    """
+    _check_body(body)
+    _check_shape(shape)
+
+    def Q(t, q, qd, p):
+        n = plane.normal.astype(q.dtype)
+        delta = contact_offset(body, shape, plane, q, p)
+        v = body.offset_velocity(q, qd, delta)
+        if plane.velocity is not None:
+            v = v - plane.velocity(t, body.position(q) + delta, p)
+        s = v - (v @ n) * n
+        F = -_param(coefficient, p) * _param(normal_force, p) * s / jnp.sqrt(s @ s + epsilon**2)
+        return body_force(body, q, force=F, offset=delta)
+
+    return Q
+
+
+def combine_forces(*forces: ForceFn | None) -> ForceFn:
+    """The sum of several generalized forces (`None`s are skipped).
+
+    **Example:** `cx.System(L, cons, force=combine_forces(spin, rolling))`.
+    """
+    fs = [f for f in forces if f is not None]
+    for f in fs:
+        if not callable(f):
+            raise TypeError(f"every force must be callable Q(t, q, qd, p), got {f!r}")
+
+    def Q(t, q, qd, p):
+        out = jnp.zeros_like(q)
+        for f in fs:
+            out = out + f(t, q, qd, p)
+        return out
+
+    return Q

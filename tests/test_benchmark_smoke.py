@@ -1,0 +1,102 @@
+"""Smoke test of `benchmarks/run.py`: the hand-written JAX references are the same physics.
+
+The benchmark compares constrax with vector fields written out by hand (explicit mass
+matrix, constraint matrix, $\\dot A\\dot q$, the seed-002 curl formula for the vakonomic
+particle). A few integration steps of each pair must agree to 1e-10, otherwise the
+timings would compare different problems.
+"""
+
+import importlib.util
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import constrax as cx
+from constrax._system import _linearized_rows, constraint_terms, stacked_residual
+
+_RUN = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "run.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("constrax_benchmarks_run", _RUN)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    "case", ["snake", pytest.param("particle_vakonomic", marks=pytest.mark.slow)]
+)
+def test_hand_written_reference_matches_constrax(bench, case):
+    ours, hand = bench.smoke(case, t1=0.05)  # 5 fixed Tsit5 steps
+    assert len(ours) == len(hand)
+    for a, b in zip(ours, hand, strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-10)
+    # The state moved: the comparison is not between two copies of the initial state.
+    q0 = bench.snake_initial_state()[0] if case == "snake" else bench.particle_initial_state()[0]
+    assert float(jnp.max(jnp.abs(ours[0] - q0))) > 1e-3
+
+
+def test_snake_initial_state_satisfies_wheel_constraints(bench):
+    system = bench.snake_system()
+    q0, qd0 = bench.snake_initial_state()
+    c = stacked_residual(system, bench.snake_params())(jnp.zeros(()), q0, qd0)
+    np.testing.assert_allclose(np.asarray(c), 0.0, atol=1e-14)
+    q, qd = bench.snake_batch(7)
+    residual = stacked_residual(system, bench.snake_params())
+    cs = jax.jit(jax.vmap(lambda q, qd: residual(jnp.zeros(()), q, qd)))(q, qd)
+    np.testing.assert_allclose(np.asarray(cs), 0.0, atol=1e-14)
+
+
+def test_smoke_rejects_unknown_case(bench):
+    with pytest.raises(ValueError, match="unknown smoke case 'pendulum'"):
+        bench.smoke("pendulum")
+
+
+def test_pfaffian_constraint_terms_equal_linearize_path():
+    """The Pfaffian fast path of `constraint_terms` (A = omega, one jvp for the bias) gives
+    the same (A, c, c_bias) as one `jax.linearize` of all stacked rows, in a mixed system."""
+
+    def g(t, q, p):
+        return q[0] ** 2 + q[1] ** 2 - 1.0 + 0.1 * t
+
+    def omega(t, q, p):
+        return jnp.stack(
+            [
+                jnp.stack([-jnp.sin(q[2] + t), jnp.cos(q[2]), q[0], 0.0 * q[0]]),
+                jnp.stack([q[1], q[2] ** 2, 1.0 + 0.0 * q[0], jnp.sin(q[3])]),
+            ]
+        )
+
+    def b(t, q, p):
+        return jnp.stack([t * q[0], jnp.cos(q[1])])
+
+    def F(t, q, qd, p):
+        return qd @ qd * q[0] - 1.0
+
+    system = cx.System(
+        lambda t, q, qd, p: 0.5 * qd @ qd,
+        [
+            cx.Holonomic(g),
+            cx.Pfaffian(omega, b),
+            cx.VelocityConstraint(F),
+            cx.Pfaffian(lambda t, q, p: jnp.stack([1.0, q[0], 0.0, 0.0])),
+        ],
+    )
+
+    @jax.jit
+    @jax.vmap
+    def both(t, q, qd):
+        fast = constraint_terms(system, t, q, qd, None)
+        ref = _linearized_rows(stacked_residual(system, None), t, q, qd)
+        return fast, ref
+
+    rng = np.random.default_rng(0)
+    fast, ref = both(*(jnp.asarray(rng.normal(size=s)) for s in [(3,), (3, 4), (3, 4)]))
+    for a, r in zip(fast, ref, strict=True):
+        assert a.shape == r.shape
+        np.testing.assert_allclose(np.asarray(a), np.asarray(r), rtol=1e-14, atol=1e-14)
