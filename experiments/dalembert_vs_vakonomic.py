@@ -61,15 +61,22 @@ def rolling_disk():
     """Vertical rolling disk; returns `(system, q0, qd0, p)`."""
 
     def L(t, q, qd, p):
-        return (0.5 * p["m"] * (qd[0] ** 2 + qd[1] ** 2) + 0.5 * p["I"] * qd[2] ** 2
-                + 0.5 * p["J"] * qd[3] ** 2)
+        return (
+            0.5 * p["m"] * (qd[0] ** 2 + qd[1] ** 2)
+            + 0.5 * p["I"] * qd[2] ** 2
+            + 0.5 * p["J"] * qd[3] ** 2
+        )
 
     def rolling(t, q, p):
         c, s = jnp.cos(q[2]), jnp.sin(q[2])
         return jnp.array([[1.0, 0.0, 0.0, -p["R"] * c], [0.0, 1.0, 0.0, -p["R"] * s]])
 
-    p = {"m": jnp.asarray(1.0), "I": jnp.asarray(0.25), "J": jnp.asarray(0.5),
-         "R": jnp.asarray(0.5)}
+    p = {
+        "m": jnp.asarray(1.0),
+        "I": jnp.asarray(0.25),
+        "J": jnp.asarray(0.5),
+        "R": jnp.asarray(0.5),
+    }
     th_d, ph_d = 0.4, 2.0
     qd0 = jnp.array([p["R"] * ph_d, 0.0, th_d, ph_d])
     return cx.System(L, [cx.Pfaffian(rolling)]), jnp.zeros(4), qd0, p
@@ -81,8 +88,11 @@ def run(outdir: str | None = None, quick: bool = False) -> dict:
     os.makedirs(outdir, exist_ok=True)
     t1 = 6.0 if quick else 12.0
     ts = jnp.linspace(0.0, t1, 121 if quick else 241)
-    kw = dict(t1=t1, saveat=diffrax.SaveAt(ts=ts),
-              stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-10))
+    kw = dict(
+        t1=t1,
+        saveat=diffrax.SaveAt(ts=ts),
+        stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-10),
+    )
     mu0s = [0.0, 1.0, 2.0] if quick else [0.0, 0.5, 1.0, 2.0]
     start = time.perf_counter()
     results: dict = {"t1": t1, "mu0": mu0s}
@@ -93,7 +103,9 @@ def run(outdir: str | None = None, quick: bool = False) -> dict:
         vak = c.vakonomic
         energy = vak.energy()
         return dict(
-            dq=c.dalembert.q, vq=vak.q, divergence=c.divergence,
+            dq=c.dalembert.q,
+            vq=vak.q,
+            divergence=c.divergence,
             residual=jnp.max(jnp.abs(vak.constraint_residual().velocity)),
             energy_drift=jnp.max(jnp.abs(energy - energy[0])) / jnp.abs(energy[0]),
             power=jnp.max(jnp.abs(vak.reaction_power())),
@@ -107,9 +119,10 @@ def run(outdir: str | None = None, quick: bool = False) -> dict:
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
     ax = axes[0]
-    ax.plot(parts[0]["dq"][:, 0], parts[0]["dq"][:, 1], "k-", lw=2.5,
-            label="d'Alembert (all $\\mu_0$)")
-    for m, c in zip(mu0s, parts):
+    ax.plot(
+        parts[0]["dq"][:, 0], parts[0]["dq"][:, 1], "k-", lw=2.5, label="d'Alembert (all $\\mu_0$)"
+    )
+    for m, c in zip(mu0s, parts, strict=True):
         ax.plot(c["vq"][:, 0], c["vq"][:, 1], "--", label=f"vakonomic $\\mu_0$={m:g}")
     ax.set_title("Heisenberg particle: line vs circles $r = |v_0|/|\\mu_0|$")
     ax.set_xlabel("x")
@@ -118,11 +131,11 @@ def run(outdir: str | None = None, quick: bool = False) -> dict:
     ax.legend(fontsize=8)
 
     ax = axes[1]
-    ax.plot(disks[0]["dq"][:, 0], disks[0]["dq"][:, 1], "k-", lw=2.5,
-            label="d'Alembert")
-    for m, c in zip(mu0s, disks):
-        ax.plot(c["vq"][:, 0], c["vq"][:, 1], "--",
-                label=f"vakonomic $\\mu_0$=({m:g}, {-0.5 * m:g})")
+    ax.plot(disks[0]["dq"][:, 0], disks[0]["dq"][:, 1], "k-", lw=2.5, label="d'Alembert")
+    for m, c in zip(mu0s, disks, strict=True):
+        ax.plot(
+            c["vq"][:, 0], c["vq"][:, 1], "--", label=f"vakonomic $\\mu_0$=({m:g}, {-0.5 * m:g})"
+        )
     ax.set_title("Vertical rolling disk: contact-point path")
     ax.set_xlabel("x")
     ax.set_ylabel("y")
@@ -130,12 +143,20 @@ def run(outdir: str | None = None, quick: bool = False) -> dict:
     ax.legend(fontsize=8)
 
     ax = axes[2]
-    for m, c in zip(mu0s[1:], parts[1:]):
-        ax.semilogy(np.asarray(ts), np.maximum(np.asarray(c["divergence"]), 1e-16),
-                    label=f"particle $\\mu_0$={m:g}")
-    for m, c in zip(mu0s, disks):
-        ax.semilogy(np.asarray(ts), np.maximum(np.asarray(c["divergence"]), 1e-16), ":", lw=2,
-                    label=f"disk $\\mu_0$={m:g}")
+    for m, c in zip(mu0s[1:], parts[1:], strict=True):
+        ax.semilogy(
+            np.asarray(ts),
+            np.maximum(np.asarray(c["divergence"]), 1e-16),
+            label=f"particle $\\mu_0$={m:g}",
+        )
+    for m, c in zip(mu0s, disks, strict=True):
+        ax.semilogy(
+            np.asarray(ts),
+            np.maximum(np.asarray(c["divergence"]), 1e-16),
+            ":",
+            lw=2,
+            label=f"disk $\\mu_0$={m:g}",
+        )
     ax.set_title("$|q_{dA}(t) - q_{vak}(t)|$ (particle: 0 for $\\mu_0$=0)")
     ax.set_xlabel("t")
     ax.legend(fontsize=8)

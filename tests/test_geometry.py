@@ -43,9 +43,7 @@ def heisenberg(t, q, p):  # zd = (x yd - y xd) / 2
 def rolling_disk(t, q, p):  # q = (x, y, theta, phi): xd = R cos th phid, yd = R sin th phid
     R = p["R"]
     th = q[2]
-    return jnp.array(
-        [[1.0, 0.0, 0.0, -R * jnp.cos(th)], [0.0, 1.0, 0.0, -R * jnp.sin(th)]]
-    )
+    return jnp.array([[1.0, 0.0, 0.0, -R * jnp.cos(th)], [0.0, 1.0, 0.0, -R * jnp.sin(th)]])
 
 
 def g_exact(q):  # a function whose differential is the exact one-form
@@ -91,7 +89,7 @@ def test_curl_matches_sympy_exterior_derivative():
     system = cx.System(L_free, [cx.Pfaffian(rolling_disk)])
     f = jax.jit(jax.vmap(lambda q: curl(system, 0.0, q, P_DISK)))
     got = f(qs)
-    for q, c in zip(np.asarray(qs), np.asarray(got)):
+    for q, c in zip(np.asarray(qs), np.asarray(got), strict=True):
         np.testing.assert_allclose(c, np.array(ref(*q, 0.7), float), atol=1e-14)
     # The same curl from the one-form directly.
     np.testing.assert_allclose(curl(rolling_disk, 0.0, qs[0], P_DISK), got[0], atol=1e-15)
@@ -117,8 +115,14 @@ def test_curl_of_exact_and_holonomic_rows_vanishes():
         (heisenberg, 3, False),
         (rolling_disk, 4, False),
     ],
-    ids=["dg", "f_dg_integrating_factor", "two_rows_combined", "knife_edge", "heisenberg",
-         "rolling_disk"],
+    ids=[
+        "dg",
+        "f_dg_integrating_factor",
+        "two_rows_combined",
+        "knife_edge",
+        "heisenberg",
+        "rolling_disk",
+    ],
 )
 def test_frobenius_exact_and_integrating_factor_integrable_nonholonomic_not(omega, n, integrable):
     q0 = jnp.linspace(0.3, 1.1, n)
@@ -148,8 +152,11 @@ def test_frobenius_on_system_reports_row_names():
     # q = (x, y, theta, phi, z): rolling disk plus a holonomic z = x^2 (D has dimension 2)
     disk5 = lambda t, q, p: jnp.concatenate([rolling_disk(t, q[:4], p), jnp.zeros((2, 1))], 1)
     system = cx.System(
-        L_free, [cx.Holonomic(lambda t, q, p: q[4] - q[0] ** 2, name="rod"),
-                 cx.Pfaffian(disk5, name="roll")]
+        L_free,
+        [
+            cx.Holonomic(lambda t, q, p: q[4] - q[0] ** 2, name="rod"),
+            cx.Pfaffian(disk5, name="roll"),
+        ],
     )
     res = is_integrable(system, 0.0, jnp.array([0.1, 0.2, 0.3, 0.4, 0.01]), P_DISK)
     assert res.row_names == ("rod[0]", "roll[0]", "roll[1]")
@@ -240,7 +247,8 @@ def test_lie_bracket_steer_and_drive_closed_form():
     # antisymmetry and [[X, Y], X] closed form: -(cos, sin, 0)
     np.testing.assert_allclose(lie_bracket(drive, steer)(q), -lie_bracket(steer, drive)(q))
     np.testing.assert_allclose(
-        lie_bracket(steer, lie_bracket(steer, drive))(q), [-np.cos(0.8), -np.sin(0.8), 0.0],
+        lie_bracket(steer, lie_bracket(steer, drive))(q),
+        [-np.cos(0.8), -np.sin(0.8), 0.0],
         atol=1e-15,
     )
 
@@ -287,7 +295,9 @@ def test_accessibility_of_a_system_and_of_user_fields():
 
 
 def test_geometry_errors_name_the_argument():
-    speed = cx.System(L_free, [cx.VelocityConstraint(lambda t, q, qd, p: qd @ qd - 1.0, name="speed")])
+    speed = cx.System(
+        L_free, [cx.VelocityConstraint(lambda t, q, qd, p: qd @ qd - 1.0, name="speed")]
+    )
     with pytest.raises(ValueError, match="constraint 'speed' is a VelocityConstraint"):
         curl(speed, 0.0, jnp.zeros(2))
     with pytest.raises(ValueError, match=r"`q` must be a 1-D array"):

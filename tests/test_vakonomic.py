@@ -34,9 +34,19 @@ def _run(system, prescription, ts, **kw):
     @eqx.filter_jit
     def run(q0, qd0, mu0, p):
         traj = cx.simulate(
-            system, q0, qd0, p, t0=ts[0], t1=ts[-1], solver=SOLVER, stepsize_controller=CTRL,
-            saveat=diffrax.SaveAt(ts=ts), prescription=prescription, mu0=mu0,
-            max_steps=100_000, **kw,
+            system,
+            q0,
+            qd0,
+            p,
+            t0=ts[0],
+            t1=ts[-1],
+            solver=SOLVER,
+            stepsize_controller=CTRL,
+            saveat=diffrax.SaveAt(ts=ts),
+            prescription=prescription,
+            mu0=mu0,
+            max_steps=100_000,
+            **kw,
         )
         return traj.q, traj.qd, traj.mu
 
@@ -69,8 +79,12 @@ def test_dalembert_nonholonomic_particle_matches_closed_form():
     y = y0 + v * t
     C = xd0 * np.sqrt(1 + y0**2)
     ref = np.stack(
-        [x0 + C / v * (np.arcsinh(y) - np.arcsinh(y0)), y,
-         z0 + C / v * (np.sqrt(1 + y**2) - np.sqrt(1 + y0**2))], 1
+        [
+            x0 + C / v * (np.arcsinh(y) - np.arcsinh(y0)),
+            y,
+            z0 + C / v * (np.sqrt(1 + y**2) - np.sqrt(1 + y0**2)),
+        ],
+        1,
     )
     np.testing.assert_allclose(q, ref, atol=1e-8, rtol=0)
     np.testing.assert_allclose(qd[:, 0], C / np.sqrt(1 + y**2), atol=1e-8, rtol=0)
@@ -108,8 +122,12 @@ def _z_eq_y_xd_circle(t, w0, v0, mu0, z0):
     w = w0 + v0 * (e - 1) / (1j * mu0)
     y = lambda s: (w0 + v0 * (np.exp(1j * mu0 * s) - 1) / (1j * mu0)).imag
     xd = lambda s: (v0 * np.exp(1j * mu0 * s)).real
-    z = z0 + np.array([quad(lambda s: y(s) * xd(s), 0.0, ti, epsabs=1e-13, epsrel=1e-13,
-                            limit=200)[0] for ti in t])
+    z = z0 + np.array(
+        [
+            quad(lambda s: y(s) * xd(s), 0.0, ti, epsabs=1e-13, epsrel=1e-13, limit=200)[0]
+            for ti in t
+        ]
+    )
     return np.stack([w.real, w.imag, z], 1), v0 * e
 
 
@@ -164,13 +182,17 @@ def test_vakonomic_heisenberg_full_kinetic_energy_conserves_its_first_integrals(
 def double_pendulum():
     def L(t, q, qd, p):
         m1, m2 = p["m"]
-        return (0.5 * m1 * (qd[0] ** 2 + qd[1] ** 2) + 0.5 * m2 * (qd[2] ** 2 + qd[3] ** 2)
-                - p["g"] * (m1 * q[1] + m2 * q[3]))
+        return (
+            0.5 * m1 * (qd[0] ** 2 + qd[1] ** 2)
+            + 0.5 * m2 * (qd[2] ** 2 + qd[3] ** 2)
+            - p["g"] * (m1 * q[1] + m2 * q[3])
+        )
 
     def rods(t, q, p):
         l1, l2 = p["l"]
-        return jnp.array([q[0] ** 2 + q[1] ** 2 - l1**2,
-                          (q[2] - q[0]) ** 2 + (q[3] - q[1]) ** 2 - l2**2])
+        return jnp.array(
+            [q[0] ** 2 + q[1] ** 2 - l1**2, (q[2] - q[0]) ** 2 + (q[3] - q[1]) ** 2 - l2**2]
+        )
 
     p = {"m": jnp.array([1.0, 0.7]), "l": jnp.array([1.0, 0.8]), "g": jnp.asarray(9.81)}
     return cx.System(L, [cx.Holonomic(rods)]), p
@@ -178,11 +200,22 @@ def double_pendulum():
 
 def _pendulum_state(a1, a2, w1, w2, p):
     l1, l2 = p["l"]
-    q = jnp.array([l1 * jnp.sin(a1), -l1 * jnp.cos(a1),
-                   l1 * jnp.sin(a1) + l2 * jnp.sin(a2), -l1 * jnp.cos(a1) - l2 * jnp.cos(a2)])
-    qd = jnp.array([l1 * jnp.cos(a1) * w1, l1 * jnp.sin(a1) * w1,
-                    l1 * jnp.cos(a1) * w1 + l2 * jnp.cos(a2) * w2,
-                    l1 * jnp.sin(a1) * w1 + l2 * jnp.sin(a2) * w2])
+    q = jnp.array(
+        [
+            l1 * jnp.sin(a1),
+            -l1 * jnp.cos(a1),
+            l1 * jnp.sin(a1) + l2 * jnp.sin(a2),
+            -l1 * jnp.cos(a1) - l2 * jnp.cos(a2),
+        ]
+    )
+    qd = jnp.array(
+        [
+            l1 * jnp.cos(a1) * w1,
+            l1 * jnp.sin(a1) * w1,
+            l1 * jnp.cos(a1) * w1 + l2 * jnp.cos(a2) * w2,
+            l1 * jnp.sin(a1) * w1 + l2 * jnp.sin(a2) * w2,
+        ]
+    )
     return q, qd
 
 
@@ -212,7 +245,13 @@ def test_compare_prescriptions_holonomic_double_pendulum_same_motion_any_mu0():
     q0, qd0 = _pendulum_state(0.9, -0.4, 0.3, 1.2, p)
     ts = jnp.linspace(0.0, 3.0, 31)
     cmp = compare_prescriptions(
-        system, q0, qd0, p, mu0=jnp.array([3.0, -2.0]), t1=3.0, saveat=diffrax.SaveAt(ts=ts),
+        system,
+        q0,
+        qd0,
+        p,
+        mu0=jnp.array([3.0, -2.0]),
+        t1=3.0,
+        saveat=diffrax.SaveAt(ts=ts),
         stepsize_controller=diffrax.PIDController(rtol=1e-11, atol=1e-11),
         constraint_solver=cx.KKT(),  # regular system: the fast path (and a smaller compile)
     )
@@ -229,23 +268,33 @@ def test_compare_prescriptions_holonomic_double_pendulum_same_motion_any_mu0():
 
 
 def disk_lagrangian(t, q, qd, p):
-    return (0.5 * p["m"] * (qd[0] ** 2 + qd[1] ** 2) + 0.5 * p["I"] * qd[2] ** 2
-            + 0.5 * p["J"] * qd[3] ** 2 - p["k"] * q[3] ** 2)
+    return (
+        0.5 * p["m"] * (qd[0] ** 2 + qd[1] ** 2)
+        + 0.5 * p["I"] * qd[2] ** 2
+        + 0.5 * p["J"] * qd[3] ** 2
+        - p["k"] * q[3] ** 2
+    )
 
 
 def disk_rows(t, q, p):  # xd = R cos(th) phid, yd = R sin(th) phid, plus a skew row
     R = p["R"]
-    return jnp.array([[1.0, 0.0, 0.0, -R * jnp.cos(q[2])],
-                      [0.0, 1.0, 0.0, -R * jnp.sin(q[2])],
-                      [q[1], -q[0] * q[3], 1.0, 0.0]])
+    return jnp.array(
+        [
+            [1.0, 0.0, 0.0, -R * jnp.cos(q[2])],
+            [0.0, 1.0, 0.0, -R * jnp.sin(q[2])],
+            [q[1], -q[0] * q[3], 1.0, 0.0],
+        ]
+    )
 
 
 def _sympy_disk_rows():
     x, y, th, ph, R = sp.symbols("x y theta phi R")
     W = sp.Matrix([[1, 0, 0, -R * sp.cos(th)], [0, 1, 0, -R * sp.sin(th)], [y, -x * ph, 1, 0]])
     qs = [x, y, th, ph]
-    dW = [[[sp.diff(W[a, i], qs[j]) - sp.diff(W[a, j], qs[i]) for j in range(4)]
-           for i in range(4)] for a in range(3)]  # d_j w_ai - d_i w_aj
+    dW = [
+        [[sp.diff(W[a, i], qs[j]) - sp.diff(W[a, j], qs[i]) for j in range(4)] for i in range(4)]
+        for a in range(3)
+    ]  # d_j w_ai - d_i w_aj
     return sp.lambdify((x, y, th, ph, R), W), sp.lambdify((x, y, th, ph, R), dW)
 
 
@@ -311,8 +360,13 @@ def test_speed_constraint_dalembert_matches_isokinetic_closed_form():
     u0 = np.arcsinh(np.tan(PSI0))
     u = u0 - G * t / V
     psi = np.arctan(np.sinh(u))
-    ref = np.stack([0.2 - V**2 / G * (psi - PSI0),
-                    -0.1 - V**2 / G * (np.log(np.cosh(u)) - np.log(np.cosh(u0)))], 1)
+    ref = np.stack(
+        [
+            0.2 - V**2 / G * (psi - PSI0),
+            -0.1 - V**2 / G * (np.log(np.cosh(u)) - np.log(np.cosh(u0))),
+        ],
+        1,
+    )
     np.testing.assert_allclose(q, ref, atol=1e-8, rtol=0)
     np.testing.assert_allclose(jnp.linalg.norm(qd, axis=1), V, atol=1e-8, rtol=0)
     # Chetaev reactions do work: q_dot.R = lam qd.dF/dqd = dE/dt = g yd (E not conserved)
@@ -339,8 +393,13 @@ def test_speed_constraint_vakonomic_closed_form_and_effective_energy_balance(gam
         P0x, P0y = (1 - mu0) * np.asarray(QD0)
         Py = P0y - G * t
         Pn = np.hypot(P0x, Py)
-        ref = np.stack([0.2 + V * P0x / G * (np.arcsinh(P0y / P0x) - np.arcsinh(Py / P0x)),
-                        -0.1 + V / G * (np.hypot(P0x, P0y) - Pn)], 1)
+        ref = np.stack(
+            [
+                0.2 + V * P0x / G * (np.arcsinh(P0y / P0x) - np.arcsinh(Py / P0x)),
+                -0.1 + V / G * (np.hypot(P0x, P0y) - Pn),
+            ],
+            1,
+        )
         np.testing.assert_allclose(q, ref, atol=1e-8, rtol=0)
         np.testing.assert_allclose(mu[:, 0], 1 - Pn / V, atol=1e-8, rtol=0)
         np.testing.assert_allclose(EM, 0.5 * V**2 + G * q[:, 1] - mu[:, 0] * V**2, atol=1e-12)
@@ -408,8 +467,9 @@ def _sympy_nonlinear_reference():
 
     def solver(sys_):
         def fn(*vals):
-            u = np.linalg.solve(np.array(sys_[0](*vals), float),
-                                np.array(sys_[1](*vals), float).ravel())
+            u = np.linalg.solve(
+                np.array(sys_[0](*vals), float), np.array(sys_[1](*vals), float).ravel()
+            )
             M2 = np.array(R[0](*vals), float)
             b2 = np.array(R[1](*vals), float).ravel()
             return np.concatenate([u, M2 @ u[:2] - b2])
@@ -421,8 +481,11 @@ def _sympy_nonlinear_reference():
 
 def test_nonlinear_constraint_accelerations_and_reactions_match_sympy_both_prescriptions():
     def L(t, q, qd, p):
-        return (0.5 * (qd[0] ** 2 + (1 + p["a"] * q[0] ** 2) * qd[1] ** 2)
-                - p["k"] * q[0] ** 2 - jnp.sin(q[1]))
+        return (
+            0.5 * (qd[0] ** 2 + (1 + p["a"] * q[0] ** 2) * qd[1] ** 2)
+            - p["k"] * q[0] ** 2
+            - jnp.sin(q[1])
+        )
 
     def F(t, q, qd, p):
         return qd[0] ** 2 * q[1] + jnp.exp(q[0]) * qd[1] ** 2 + qd[0] * qd[1] - 1.0
@@ -435,8 +498,10 @@ def test_nonlinear_constraint_accelerations_and_reactions_match_sympy_both_presc
     def both(q, qd, mu):
         d = cx.accelerations(system, 0.0, q, qd, p)
         v = cx.accelerations(system, 0.0, q, qd, p, prescription=cx.Vakonomic(), mu=mu)
-        return (jnp.concatenate([d.qdd, d.multipliers, d.reactions]),
-                jnp.concatenate([v.qdd, v.mu_dot, v.reactions]))
+        return (
+            jnp.concatenate([d.qdd, d.multipliers, d.reactions]),
+            jnp.concatenate([v.qdd, v.mu_dot, v.reactions]),
+        )
 
     rng = np.random.default_rng(7)
     for _ in range(5):
@@ -444,10 +509,8 @@ def test_nonlinear_constraint_accelerations_and_reactions_match_sympy_both_presc
         mu = rng.normal() * 0.3
         gd, gv = both(jnp.asarray(q), jnp.asarray(qd), jnp.array([mu]))
         # constrax mu multiplies L - mu F exactly as in the sympy derivation
-        np.testing.assert_allclose(gd, fd(*q, *qd, mu, 0.7, 0.3), rtol=1e-10,
-                                   atol=1e-10)
-        np.testing.assert_allclose(gv, fv(*q, *qd, mu, 0.7, 0.3), rtol=1e-10,
-                                   atol=1e-10)
+        np.testing.assert_allclose(gd, fd(*q, *qd, mu, 0.7, 0.3), rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(gv, fv(*q, *qd, mu, 0.7, 0.3), rtol=1e-10, atol=1e-10)
 
 
 # =========================================================================================
@@ -455,18 +518,29 @@ def test_nonlinear_constraint_accelerations_and_reactions_match_sympy_both_presc
 # discrete solution is a smooth function of the inputs).
 
 
+@pytest.mark.slow  # the reverse-mode compile of a full rollout dominates (~15-25 s)
 def test_vakonomic_rollout_gradients_wrt_mu0_and_parameters_match_finite_differences():
-    L = lambda t, q, qd, p: 0.5 * p["m"] * (qd[0] ** 2 + qd[1] ** 2) - 0.5 * p["k"] * (
-        q[0] ** 2 + q[1] ** 2)
+    L = lambda t, q, qd, p: (
+        0.5 * p["m"] * (qd[0] ** 2 + qd[1] ** 2) - 0.5 * p["k"] * (q[0] ** 2 + q[1] ** 2)
+    )
     system = cx.System(L, [cx.Pfaffian(heisenberg)])
     q0 = jnp.array([0.4, -0.3, 0.2])
     qd0 = jnp.array([0.9, 0.5, -(heisenberg(0.0, q0, None)[:2] @ jnp.array([0.9, 0.5]))])
 
     @jax.jit
     def loss(mu0, m, k):
-        traj = cx.simulate(system, q0, qd0, {"m": m, "k": k}, t1=2.0, dt0=0.01,
-                           solver=diffrax.Dopri5(), stepsize_controller=diffrax.ConstantStepSize(),
-                           prescription=cx.Vakonomic(), mu0=mu0)
+        traj = cx.simulate(
+            system,
+            q0,
+            qd0,
+            {"m": m, "k": k},
+            t1=2.0,
+            dt0=0.01,
+            solver=diffrax.Dopri5(),
+            stepsize_controller=diffrax.ConstantStepSize(),
+            prescription=cx.Vakonomic(),
+            mu0=mu0,
+        )
         return jnp.sum(traj.q[-1] ** 2) + jnp.sum(jnp.sin(traj.mu[-1]))
 
     x = (jnp.array([1.3]), jnp.asarray(1.2), jnp.asarray(0.8))
@@ -491,8 +565,16 @@ def test_compare_prescriptions_heisenberg_divergence_equals_line_minus_circle():
     q0 = jnp.array([0.4, -0.3, 0.2])
     qd0 = jnp.array([0.9, 0.5, -(heisenberg(0.0, q0, None)[:2] @ jnp.array([0.9, 0.5]))])
     ts = jnp.linspace(0.0, 3.0, 13)
-    cmp = compare_prescriptions(system, q0, qd0, None, mu0=jnp.array([2.0]), t1=3.0,
-                                saveat=diffrax.SaveAt(ts=ts), stepsize_controller=CTRL)
+    cmp = compare_prescriptions(
+        system,
+        q0,
+        qd0,
+        None,
+        mu0=jnp.array([2.0]),
+        t1=3.0,
+        saveat=diffrax.SaveAt(ts=ts),
+        stepsize_controller=CTRL,
+    )
     t = np.asarray(ts)
     # d'Alembert: lam = 0 (lam (1 + r^2/4) = 0 from the z row), straight line, zd constant
     line = np.stack([0.4 + 0.9 * t, -0.3 + 0.5 * t, 0.2 + float(qd0[2]) * t], 1)
@@ -500,10 +582,12 @@ def test_compare_prescriptions_heisenberg_divergence_equals_line_minus_circle():
     np.testing.assert_allclose(cmp.dalembert.q, line, atol=1e-9)
     np.testing.assert_allclose(cmp.divergence, np.linalg.norm(line - circle, axis=1), atol=1e-8)
     assert float(cmp.first_divergence_time(0.1)) == pytest.approx(
-        t[np.argmax(np.linalg.norm(line - circle, axis=1) > 0.1)])
+        t[np.argmax(np.linalg.norm(line - circle, axis=1) > 0.1)]
+    )
     # mu0 = 0: the vakonomic multiplier stays zero and the motions coincide
-    same = compare_prescriptions(system, q0, qd0, None, t1=3.0, saveat=diffrax.SaveAt(ts=ts),
-                                 stepsize_controller=CTRL)
+    same = compare_prescriptions(
+        system, q0, qd0, None, t1=3.0, saveat=diffrax.SaveAt(ts=ts), stepsize_controller=CTRL
+    )
     assert float(same.max_divergence) < 1e-9
     assert float(same.first_divergence_time(1e-6)) == np.inf
 
@@ -516,13 +600,21 @@ def test_vakonomic_without_constraints_is_the_unconstrained_motion():
     L = lambda t, q, qd, p: 0.5 * qd @ qd - 9.81 * q[1]
     system = cx.System(L)
     ts = jnp.linspace(0.0, 1.0, 5)
-    traj = cx.simulate(system, jnp.zeros(2), jnp.array([1.0, 2.0]), None, t1=1.0,
-                       saveat=diffrax.SaveAt(ts=ts), prescription=cx.Vakonomic())
+    traj = cx.simulate(
+        system,
+        jnp.zeros(2),
+        jnp.array([1.0, 2.0]),
+        None,
+        t1=1.0,
+        saveat=diffrax.SaveAt(ts=ts),
+        prescription=cx.Vakonomic(),
+    )
     assert traj.mu.shape == (5, 0)
     t = np.asarray(ts)
     np.testing.assert_allclose(traj.q, np.stack([t, 2 * t - 9.81 / 2 * t**2], 1), atol=1e-10)
-    out = cx.accelerations(system, 0.0, jnp.zeros(2), jnp.ones(2), prescription=cx.Vakonomic(),
-                           mu=jnp.zeros(0))
+    out = cx.accelerations(
+        system, 0.0, jnp.zeros(2), jnp.ones(2), prescription=cx.Vakonomic(), mu=jnp.zeros(0)
+    )
     np.testing.assert_allclose(out.qdd, [0.0, -9.81], atol=1e-14)
     assert out.mu_dot.shape == (0,)
 
@@ -541,8 +633,7 @@ def test_vakonomic_bad_mu_input_messages():
     with pytest.raises(ValueError, match=r"`mu` must have one entry per constraint row"):
         cx.accelerations(system, 0.0, q, qd, prescription=cx.Vakonomic(), mu=jnp.zeros((1, 1)))
     with pytest.raises(Exception, match=r"`mu0` contains NaN or inf"):
-        cx.simulate(system, q, qd, t1=1.0, prescription=cx.Vakonomic(),
-                    mu0=jnp.array([jnp.nan]))
+        cx.simulate(system, q, qd, t1=1.0, prescription=cx.Vakonomic(), mu0=jnp.array([jnp.nan]))
     with pytest.raises(ValueError, match=r"do not pass `prescription`"):
         compare_prescriptions(system, q, qd, t1=1.0, prescription=cx.Vakonomic())
     with pytest.raises(ValueError, match=r"needs the final time `t1=`"):

@@ -6,9 +6,9 @@ at every configuration the *constraint distribution* $D_q = \ker A(t, q)$ (seed 
 Everything here is built by autodiff from the one-form rows $\omega_a$ (the rows of `A`,
 through `cx.constraint_jacobian`, or a user one-form `omega(t, q, p)` directly):
 
-* `curl`: the two-forms $d\omega_a$, $(d\omega_a)_{ij} = \partial_i\omega_{aj} - \partial_j\omega_{ai}$,
-  the same curl that carries the vakonomic reactions (seed 002 "Linear vakonomic
-  constraints");
+* `curl`: the two-forms $d\omega_a$,
+  $(d\omega_a)_{ij} = \partial_i\omega_{aj} - \partial_j\omega_{ai}$, the same curl that
+  carries the vakonomic reactions (seed 002 "Linear vakonomic constraints");
 * `frobenius_residual` / `is_integrable`: $D$ is integrable (the Pfaffian system is
   holonomic in disguise, seed 001 "integrable constraints") iff
   $d\omega_a(X, Y) = 0$ for all $X, Y \in D$ (Frobenius);
@@ -41,7 +41,9 @@ def _default_rtol(dtype) -> float:
 def _as_q(q, name: str = "q") -> Array:
     q = jnp.asarray(q)
     if q.ndim != 1:
-        raise ValueError(f"`{name}` must be a 1-D array of generalized coordinates, got shape {q.shape}")
+        raise ValueError(
+            f"`{name}` must be a 1-D array of generalized coordinates, got shape {q.shape}"
+        )
     if not jnp.issubdtype(q.dtype, jnp.inexact):
         q = q.astype(jnp.result_type(float))
     return q
@@ -249,7 +251,9 @@ def is_integrable(
     qs = _as_batch(q, "q")
     if key is not None:
         if num_samples < 1:
-            raise ValueError(f"`num_samples` must be at least 1 when `key` is given, got {num_samples}")
+            raise ValueError(
+                f"`num_samples` must be at least 1 when `key` is given, got {num_samples}"
+            )
         extra = qs[0] + radius * jax.random.uniform(
             key, (num_samples, qs.shape[1]), qs.dtype, minval=-1.0, maxval=1.0
         )
@@ -603,7 +607,9 @@ def accessibility_rank(
     else:
         fields = list(source)
         if not fields or not all(callable(X) for X in fields):
-            raise ValueError("`source` must be a System, a one-form or a non-empty list of vector fields")
+            raise ValueError(
+                "`source` must be a System, a one-form or a non-empty list of vector fields"
+            )
         for i, X in enumerate(fields):
             shape = tuple(jax.eval_shape(X, q).shape)
             if shape != (n,):

@@ -41,6 +41,8 @@ DEFAULT_OUT = "constrax-showcase"
 
 
 def _fmt(v) -> str:
+    if isinstance(v, dict):
+        return ", ".join(f"{k} = {_fmt(x)}" for k, x in v.items())
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
@@ -71,7 +73,7 @@ def write_summary(outdir: str, results: dict, meta: dict) -> None:
         figures = [v for k, v in res.items() if k.startswith("figure")]
         lines += ["| quantity | value |", "|---|---|"]
         for k, v in res.items():
-            if k == "status" or k.startswith("figure") or isinstance(v, dict):
+            if k == "status" or k.startswith("figure"):
                 continue
             lines.append(f"| `{k}` | {_fmt(v)} |")
         lines.append("")

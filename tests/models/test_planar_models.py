@@ -130,6 +130,26 @@ def test_bead_on_rotating_hoop_conserves_the_jacobi_integral_and_stays_on_the_ho
     )
 
 
+def test_nonholonomic_particle_yx_follows_the_closed_form_with_constant_y_dot():
+    # Bloch §1.5: L = |q_dot|^2 / 2, z_dot = k y x_dot. Then y_dot is constant,
+    # x_dot sqrt(1 + k^2 y^2) = C is conserved, and integrating
+    # x = x0 + C (asinh(k y) - asinh(k y0)) / (k y_dot),
+    # z = z0 + C (sqrt(1 + k^2 y^2) - sqrt(1 + k^2 y0^2)) / (k y_dot).
+    k = 1.7
+    model = models.nonholonomic_particle("yx", k=k)
+    q0, qd0 = model.q0, model.qd0
+    ts = jnp.linspace(0.0, 4.0, 81)
+    q, qd, E = _rollout(model.system, q0, qd0, model.params, ts)
+    y = q0[1] + qd0[1] * ts
+    C = qd0[0] * jnp.sqrt(1 + k**2 * q0[1] ** 2)
+    x = q0[0] + C * (jnp.arcsinh(k * y) - jnp.arcsinh(k * q0[1])) / (k * qd0[1])
+    z = q0[2] + C * (jnp.sqrt(1 + k**2 * y**2) - jnp.sqrt(1 + k**2 * q0[1] ** 2)) / (k * qd0[1])
+    np.testing.assert_allclose(qd[:, 1], qd0[1], rtol=0, atol=1e-8)
+    np.testing.assert_allclose(qd[:, 0] * jnp.sqrt(1 + k**2 * q[:, 1] ** 2), C, rtol=1e-8)
+    np.testing.assert_allclose(q, jnp.stack([x, y, z], axis=1), rtol=0, atol=1e-8)
+    np.testing.assert_allclose(E, E[0], rtol=1e-9)
+
+
 def test_pendulum_chain_maximal_and_minimal_coordinates_give_the_same_bob_motion():
     masses, lengths = jnp.array([1.0, 0.7]), jnp.array([0.8, 1.1])
     maximal = models.pendulum_chain(2, "maximal", masses=masses, lengths=lengths)
@@ -167,6 +187,20 @@ def test_snake_cart_constraint_rank_drops_to_one_exactly_at_phi_plus_minus_half_
     regular = regular[jnp.abs(jnp.cos(regular)) > 1e-3]
     TH, PH = jnp.meshgrid(thetas, regular)
     np.testing.assert_array_equal(ranks(TH.ravel(), PH.ravel()), 2)
+
+
+def test_kinematic_car_constraint_rank_is_two_at_every_steering_angle():
+    model = models.kinematic_car()
+
+    @jax.jit
+    @jax.vmap
+    def rank(theta, psi):
+        q = jnp.stack([0.3, -0.2, theta, psi])
+        return cx.constraint_rank(model.system, 0.0, q, jnp.zeros(4), model.params).rank
+
+    TH, PS = jnp.meshgrid(jnp.linspace(-jnp.pi, jnp.pi, 7), jnp.linspace(-jnp.pi, jnp.pi, 25))
+    np.testing.assert_array_equal(rank(TH.ravel(), PS.ravel()), 2)
+    np.testing.assert_array_equal(rank(jnp.zeros(2), jnp.array([jnp.pi / 2, -jnp.pi / 2])), 2)
 
 
 def test_snake_cart_body_kinetic_energy_is_conserved_through_the_singular_steering_angle():

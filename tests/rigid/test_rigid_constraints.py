@@ -42,20 +42,26 @@ def test_interconnection_velocity_is_seed_003_map_iota():
     X1, X2 = jnp.array([0.1, 0.2, 0.3]), jnp.array([-0.2, 0.0, 0.4])
     con = rg.interconnection(b1, X1, b2, X2)
     r1, r2 = jnp.array([0.0, 0.5, 1.0]), jnp.array([1.0, -0.5, 0.2])
-    np.testing.assert_allclose(con.position_residual(0.0, q, None), r1 + R1 @ X1 - r2 - R2 @ X2, atol=1e-13)
+    np.testing.assert_allclose(
+        con.position_residual(0.0, q, None), r1 + R1 @ X1 - r2 - R2 @ X2, atol=1e-13
+    )
     # eq. (3.1.2): v1 - v2 + A1 (X1 - X1,0) - A2 (X2 - X2,0), with A = hat(w) R
     iota = V1 - V2 + rg.hat(W1) @ R1 @ X1 - rg.hat(W2) @ R2 @ X2
     np.testing.assert_allclose(_residual(con, q, qd), iota, atol=1e-12)
     ground = rg.interconnection(b1, X1, None, jnp.array([1.0, 2.0, 3.0]))
     np.testing.assert_allclose(
-        ground.position_residual(0.0, q, None), r1 + R1 @ X1 - jnp.array([1.0, 2.0, 3.0]), atol=1e-13
+        ground.position_residual(0.0, q, None),
+        r1 + R1 @ X1 - jnp.array([1.0, 2.0, 3.0]),
+        atol=1e-13,
     )
 
 
 def test_primary_angular_constraint_is_g_of_omega_and_mu():
     b1, b2, q, qd = _two_bodies()
     mu = jnp.array([0.3, -0.2, 0.9])
-    np.testing.assert_allclose(_residual(rg.angular_velocity_constraint(b2, mu), q, qd), [mu @ W2], atol=1e-12)
+    np.testing.assert_allclose(
+        _residual(rg.angular_velocity_constraint(b2, mu), q, qd), [mu @ W2], atol=1e-12
+    )
     body_axis = rg.angular_velocity_constraint(b1, mu, frame="body")
     np.testing.assert_allclose(_residual(body_axis, q, qd), [(R1 @ mu) @ W1], atol=1e-12)
     moving = rg.angular_velocity_constraint(b1, lambda t, q, p: q[:3] + p * EZ)
@@ -71,7 +77,9 @@ def test_primary_translational_constraint_is_g_of_point_velocity_and_u():
     con = rg.translational_velocity_constraint(b2, X, u)
     np.testing.assert_allclose(_residual(con, q, qd), [u @ v_point], atol=1e-12)
     # body-frame direction, spatial offset, moving support
-    con = rg.translational_velocity_constraint(b2, R2 @ X, X, point_frame="spatial", direction_frame="body")
+    con = rg.translational_velocity_constraint(
+        b2, R2 @ X, X, point_frame="spatial", direction_frame="body"
+    )
     np.testing.assert_allclose(_residual(con, q, qd), [(R2 @ X) @ v_point], atol=1e-12)
     vs = lambda t, x, p: p * jnp.cross(EZ, x)  # noqa: E731
     con = rg.translational_velocity_constraint(b2, X, u, support_velocity=vs)
@@ -88,24 +96,33 @@ def test_knife_edge_is_the_chaplygin_sleigh_constraint():
     q, qd = body.state(jnp.array([1.0, 2.0, 0.0]), Rz, jnp.array([0.3, -0.2, 0.0]), thd * EZ)
     X = jnp.array([-a, 0.0, 0.0])  # blade a behind the centre of mass
     con = rg.knife_edge(body, X, jnp.array([0.0, 1.0, 0.0]))
-    # contact point P = c - a (cos th, sin th): xdot_P = xdot_c + a sin th thd, ydot_P = ydot_c - a cos th thd
+    # contact point P = c - a (cos th, sin th):
+    # xdot_P = xdot_c + a sin th thd, ydot_P = ydot_c - a cos th thd
     xP, yP = 0.3 + a * np.sin(th) * thd, -0.2 - a * np.cos(th) * thd
-    np.testing.assert_allclose(_residual(con, q, qd), [-np.sin(th) * xP + np.cos(th) * yP], atol=1e-12)
+    np.testing.assert_allclose(
+        _residual(con, q, qd), [-np.sin(th) * xP + np.cos(th) * yP], atol=1e-12
+    )
 
 
 def test_rolling_disk_contact_is_the_lowest_rim_point():
     body = rg.RigidBody(1.0, jnp.array([1.0, 1.0, 2.0]), rg.Quaternion())
     a, tilt = 0.4, 1.1
-    R = jsl.expm(rg.hat(tilt * jnp.array([1.0, 0.0, 0.0])))  # axis e3 tilted by `tilt` from vertical
+    R = jsl.expm(
+        rg.hat(tilt * jnp.array([1.0, 0.0, 0.0]))
+    )  # axis e3 tilted by `tilt` from vertical
     w = jnp.array([0.3, -0.8, 1.5])
     q, qd = body.state(jnp.array([0.2, 0.1, 0.5]), R, jnp.array([0.1, 0.2, 0.3]), w)
     # lowest rim point: minimise the height of r + a R (cos s, sin s, 0) over s
     s = jnp.linspace(0.0, 2 * jnp.pi, 200001)
     rim = a * (R @ jnp.stack([jnp.cos(s), jnp.sin(s), 0 * s]))
     delta = rim[:, jnp.argmin(rim[2])]
-    np.testing.assert_allclose(rg.contact_offset(body, rg.Disk(a), rg.Plane(), q, None), delta, atol=1e-9)
+    np.testing.assert_allclose(
+        rg.contact_offset(body, rg.Disk(a), rg.Plane(), q, None), delta, atol=1e-9
+    )
     height, slip = rg.rolling_contact(body, rg.Disk(a), rg.Plane())
-    np.testing.assert_allclose(height.position_residual(0.0, q, None), [0.5 - a * np.sin(tilt)], atol=1e-13)
+    np.testing.assert_allclose(
+        height.position_residual(0.0, q, None), [0.5 - a * np.sin(tilt)], atol=1e-13
+    )
     v_contact = jnp.array([0.1, 0.2, 0.3]) + jnp.cross(w, delta)
     np.testing.assert_allclose(_residual(slip, q, qd), v_contact[:2], atol=1e-8)
     np.testing.assert_allclose(_residual(height, q, qd), [v_contact[2]], atol=1e-8)
@@ -128,7 +145,9 @@ def test_contact_builders_reject_bad_points_frames_and_shapes():
         rg.translational_velocity_constraint(body, jnp.zeros(3), u, point_frame="world")
     with pytest.raises(ValueError, match="`frame` must be 'body'"):
         rg.angular_velocity_constraint(body, u, frame="inertial")
-    bad = rg.translational_velocity_constraint(body, lambda t, q, p: q[:2], u, point_frame="spatial")
+    bad = rg.translational_velocity_constraint(
+        body, lambda t, q, p: q[:2], u, point_frame="spatial"
+    )
     system = cx.System(lambda t, q, qd, p: body.kinetic_energy(q, qd), [bad])
     with pytest.raises(ValueError, match=r"`point\(t, q, p\)` must return a 3-vector"):
         cx.constraint_jacobian(system, 0.0, jnp.array([0, 0, 0, 1.0, 0, 0, 0]), jnp.zeros(7))
@@ -182,14 +201,16 @@ def test_primary_constraint_degeneracy_reproduces_theorems_4_4_to_4_6(case):
     # rho = g(w, mu_j) = 0 and the constrained point x_j = x - D_j moves with
     # v + w x (x_j - x) = v - w x D_j, orthogonal to u_j.
     basis = np.asarray(a.allowable[:dim])
-    for w, v in zip(basis[:, :3], basis[:, 3:]):
+    for w, v in zip(basis[:, :3], basis[:, 3:], strict=True):
         for mu in axes or []:
             assert abs(np.dot(w, mu)) < 1e-12
-        for u, D in zip(dirs or [], offs or []):
+        for u, D in zip(dirs or [], offs or [], strict=True):
             assert abs(np.dot(v - np.cross(w, D), u)) < 1e-12
     # and nothing else is allowed: dim is the full kernel of the maps (brute-force count)
     rows = [np.concatenate([mu, np.zeros(3)]) for mu in axes or []]
-    rows += [np.concatenate([-np.cross(D, u), u]) for u, D in zip(dirs or [], offs or [])]
+    rows += [
+        np.concatenate([-np.cross(D, u), u]) for u, D in zip(dirs or [], offs or [], strict=True)
+    ]
     assert 6 - np.linalg.matrix_rank(np.stack(rows), tol=1e-10) == dim
 
 
@@ -203,13 +224,18 @@ def test_twist_rows_of_engine_constraints_are_the_theorem_rows():
     cons.append(rg.angular_velocity_constraint(body, mu))
     rows = rg.twist_rows(body, cons, 0.0, q)
     expected = jnp.concatenate(
-        [rg.translational_rows(jnp.stack([u, u]), jnp.stack([-R1 @ X for X in Xs])), rg.angular_rows(mu)]
+        [
+            rg.translational_rows(jnp.stack([u, u]), jnp.stack([-R1 @ X for X in Xs])),
+            rg.angular_rows(mu),
+        ]
     )
     np.testing.assert_allclose(rows, expected, atol=1e-12)
     a = rg.twist_analysis(rows, num_angular=1, num_translational=2)
     assert int(a.dimension) == 4 and bool(a.degenerate)  # expected 3: collinear pair
     # the engine sees the same rank drop
-    system = cx.System(lambda t, q, qd, p: body.kinetic_energy(q, qd), [body.orientation_constraint(), *cons])
+    system = cx.System(
+        lambda t, q, qd, p: body.kinetic_energy(q, qd), [body.orientation_constraint(), *cons]
+    )
     assert int(cx.constraint_rank(system, 0.0, q, jnp.zeros(7)).rank) == 3
 
 
@@ -230,7 +256,11 @@ def test_degeneracy_analysis_rejects_bad_shapes():
 
 def test_body_force_obeys_the_principle_of_virtual_power():
     b1, b2, q, qd = _two_bodies()
-    F, tau, D = jnp.array([1.0, -2.0, 0.5]), jnp.array([0.3, 0.1, -0.7]), jnp.array([0.1, 0.2, -0.3])
+    F, tau, D = (
+        jnp.array([1.0, -2.0, 0.5]),
+        jnp.array([0.3, 0.1, -0.7]),
+        jnp.array([0.1, 0.2, -0.3]),
+    )
     Q = rg.body_force(b2, q, force=F, offset=D, torque=tau)
     np.testing.assert_allclose(qd @ Q, F @ (V2 + jnp.cross(W2, D)) + tau @ W2, rtol=1e-12)
     assert np.all(Q[:7] == 0)
@@ -239,7 +269,9 @@ def test_body_force_obeys_the_principle_of_virtual_power():
 @pytest.fixture(scope="module")
 def rolling_disk_with_friction():
     model = tilted_rolling_disk(c_roll=0.02, c_spin=0.05)
-    acc = jax.jit(lambda q, qd, p: cx.accelerations(model.system, 0.0, q, qd, p, constraint_solver=cx.KKT()))
+    acc = jax.jit(
+        lambda q, qd, p: cx.accelerations(model.system, 0.0, q, qd, p, constraint_solver=cx.KKT())
+    )
     return model, acc
 
 
@@ -261,7 +293,6 @@ def test_friction_is_reported_as_force_apart_from_the_reactions(rolling_disk_wit
     np.testing.assert_allclose(Edot, expected, rtol=1e-9)
     # d'Alembert: R = A^T lambda exactly, with the friction reported apart in `force`
     np.testing.assert_allclose(out.reactions, out.reactions_multiplier, atol=1e-14)
-    R_by_hand = cx.mass_matrix(model.system, 0.0, q, qd, p) @ out.qdd
     assert float(jnp.max(jnp.abs(out.force))) > 1e-3
 
 
@@ -285,7 +316,9 @@ def test_reactions_of_a_moving_turntable_do_work_but_fixed_contacts_do_not():
 def test_sliding_friction_opposes_the_slip_velocity():
     body = rg.RigidBody(1.0, 0.4 * jnp.ones(3))
     a, mu, N, eps = 0.1, 0.3, 9.81, 1e-3
-    Q = rg.sliding_friction(body, rg.Sphere(a), rg.Plane(), coefficient=mu, normal_force=N, epsilon=eps)
+    Q = rg.sliding_friction(
+        body, rg.Sphere(a), rg.Plane(), coefficient=mu, normal_force=N, epsilon=eps
+    )
     w = jnp.array([1.0, -2.0, 0.5])
     q, qd = body.state(jnp.array([0.0, 0.0, a]), R1, jnp.array([0.3, 0.1, 0.0]), w)
     s = jnp.array([0.3, 0.1, 0.0]) + jnp.cross(w, -a * EZ)
@@ -294,3 +327,37 @@ def test_sliding_friction_opposes_the_slip_velocity():
     np.testing.assert_allclose(power, -mu * N * (s @ s) / jnp.sqrt(s @ s + eps**2), rtol=1e-12)
     total = rg.combine_forces(Q, None, Q)
     np.testing.assert_allclose(total(0.0, q, qd, None), 2 * Q(0.0, q, qd, None), rtol=1e-14)
+
+
+def test_pivoted_body_swings_like_a_compound_pendulum():
+    """A body hung from a ground point by `interconnection`: at rest at tilt th,
+    alpha = -m g d sin th / (I_xx + m d^2) and the pivot force is m (a_c - g)."""
+    m, d, th, g = 2.0, 0.5, 0.6, 9.81
+    I = jnp.array([0.3, 0.4, 0.5])
+    body = rg.RigidBody(m, I, rg.Quaternion())
+    X = jnp.array([0.0, 0.0, d])  # pivot: a body point d above the centre of mass
+    system = cx.System(
+        lambda t, q, qd, p: body.kinetic_energy(q, qd) - body.potential_energy(q, (0, 0, -g)),
+        [body.orientation_constraint(), rg.interconnection(body, X)],
+    )
+    R = jsl.expm(rg.hat(th * jnp.array([1.0, 0.0, 0.0])))
+    q, qd = body.state(-R @ X, R, jnp.zeros(3), jnp.zeros(3))
+    out = jax.jit(lambda q, qd: cx.accelerations(system, 0.0, q, qd, constraint_solver=cx.KKT()))(
+        q, qd
+    )
+    alpha = body.angular_velocity(q, out.qdd)  # at rest, omega_dot = (d omega / d qd) qdd
+    expected = -m * g * d * np.sin(th) / (I[0] + m * d**2)
+    np.testing.assert_allclose(alpha, [expected, 0.0, 0.0], atol=1e-12)
+    a_c = jnp.cross(alpha, -R @ X)
+    np.testing.assert_allclose(out.qdd[:3], a_c, atol=1e-12)
+    np.testing.assert_allclose(out.reactions[:3], m * (a_c - jnp.array([0.0, 0.0, -g])), atol=1e-11)
+
+
+def test_disk_contact_has_finite_gradients_when_the_disk_lies_flat():
+    body = rg.RigidBody(1.0, jnp.array([1.0, 1.0, 2.0]), rg.Quaternion())
+    q = jnp.array([0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0])  # R = I: axis vertical, disk flat
+
+    def height(q):
+        return rg.contact_offset(body, rg.Disk(0.3), rg.Plane(), q, None)
+
+    assert np.all(np.isfinite(height(q))) and np.all(np.isfinite(jax.jacfwd(height)(q)))

@@ -46,12 +46,16 @@ def test_quaternions_represent_rotations_and_compose_by_hamilton_product():
     qa, qb = rg.quaternion_from_axis_angle(a), rg.quaternion_from_axis_angle(b)
     Ra, Rb = jsl.expm(rg.hat(a)), jsl.expm(rg.hat(b))
     np.testing.assert_allclose(rg.quaternion_to_rotation(qa), Ra, atol=1e-14)
-    np.testing.assert_allclose(rg.quaternion_to_rotation(rg.quaternion_multiply(qa, qb)), Ra @ Rb, atol=1e-14)
+    np.testing.assert_allclose(
+        rg.quaternion_to_rotation(rg.quaternion_multiply(qa, qb)), Ra @ Rb, atol=1e-14
+    )
     # a scaled quaternion is the same rotation
     np.testing.assert_allclose(rg.quaternion_to_rotation(3.0 * qa), Ra, atol=1e-14)
     # Shepperd round trip, including a rotation by pi (trace -1 branch)
     for R in (Ra, Rb, jnp.diag(jnp.array([1.0, -1.0, -1.0]))):
-        np.testing.assert_allclose(rg.quaternion_to_rotation(rg.quaternion_from_rotation(R)), R, atol=1e-14)
+        np.testing.assert_allclose(
+            rg.quaternion_to_rotation(rg.quaternion_from_rotation(R)), R, atol=1e-14
+        )
 
 
 def test_euler_zxz_angles_are_three_elementary_rotations():
@@ -84,7 +88,9 @@ def test_rigid_body_velocities_follow_definition_2_21():
     w = W  # spatial angular velocity of exp(t w^) R0
     np.testing.assert_allclose(rg.spatial_angular_velocity(R, Rd), w, atol=1e-13)
     np.testing.assert_allclose(rg.body_angular_velocity(R, Rd), R.T @ w, atol=1e-13)
-    np.testing.assert_allclose(rg.spatial_translational_velocity(r, rd, w), rd + jnp.cross(r, w), atol=1e-14)
+    np.testing.assert_allclose(
+        rg.spatial_translational_velocity(r, rd, w), rd + jnp.cross(r, w), atol=1e-14
+    )
     np.testing.assert_allclose(rg.body_translational_velocity(R, rd), R.T @ rd, atol=1e-14)
     # spatial translational velocity = velocity of the body point at the spatial origin
     X0 = R.T @ (-r)  # body point currently at the origin
@@ -177,7 +183,9 @@ def test_non_orthonormal_initial_rotation_is_rejected_or_projected():
 
 def test_simulate_rejects_a_non_orthonormal_rotation_matrix_state():
     body = rg.RigidBody(1.0, I_BODY, rg.RotationMatrix())
-    system = cx.System(lambda t, q, qd, p: body.kinetic_energy(q, qd), [body.orientation_constraint()])
+    system = cx.System(
+        lambda t, q, qd, p: body.kinetic_energy(q, qd), [body.orientation_constraint()]
+    )
     q0 = jnp.concatenate([jnp.zeros(3), (1.01 * R0).ravel()])
     with pytest.raises(Exception, match=r"violates constraint row body\.orientation"):
         cx.simulate(system, q0, jnp.zeros(12), t1=1.0)

@@ -3,8 +3,8 @@ r"""Trajectory optimisation of a nonholonomic vehicle by gradient through `cx.si
 The dynamic car (`models.kinematic_car`): rear axle and steered front wheel that cannot
 slip sideways (two Pfaffian rows), driven by a force $F(t)$ along the heading and a
 steering torque $\tau(t)$, both piecewise linear in time (their knot values are the
-decision variables, read from the parameters). Task: from rest-ish at the origin, reach
-a parallel-parking-like target pose $(x, y, \theta)$ at time $T$ with small effort:
+decision variables, read from the parameters). Task: from the model's initial state (moving at 1 m/s), reach
+a lane-change target pose $(x, y, \theta)$ at time $T$ with small effort:
 
 $\min_u\ \tfrac12\big|(q(T) - q^\ast)_{x,y,\theta}/\epsilon\big|^2
 + \tfrac12 w\,\textstyle\sum_k |u_k|^2$,

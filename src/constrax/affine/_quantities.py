@@ -189,14 +189,21 @@ class AffineQuantities(eqx.Module):
 def affine_quantities(traj: Trajectory) -> AffineQuantities:
     r"""All derived quantities of seed 002 along a `Trajectory` of an affine body (`traj.p`).
 
+    Compiled once per trajectory structure (`equinox.filter_jit`).
+
     **Example:** `Q = affine_quantities(traj); Q.angular_momentum[-1] - Q.angular_momentum[0]`.
     """
-    body = traj.p
-    if not isinstance(body, AffineBody):
+    if not isinstance(traj.p, AffineBody):
         raise TypeError(
             f"affine_quantities needs a trajectory simulated with p = an AffineBody, got "
-            f"{type(body).__name__}"
+            f"{type(traj.p).__name__}"
         )
+    return _affine_quantities(traj)
+
+
+@eqx.filter_jit
+def _affine_quantities(traj: Trajectory) -> AffineQuantities:
+    body = traj.p
     R = traj.reactions()
 
     def one(q, qd, R):

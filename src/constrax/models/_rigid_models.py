@@ -16,6 +16,8 @@ from ..rigid._so3 import euler_zxz_to_rotation, rotation_from_axis_angle
 from ._model import Model, resolve_params
 
 _Z = jnp.array([0.0, 0.0, 1.0])
+_MATRIX = RotationMatrix()
+_QUATERNION = Quaternion()
 
 
 def _check_orientation(orientation, model):
@@ -30,7 +32,7 @@ def _check_orientation(orientation, model):
 # Free rigid body.
 
 
-def free_rigid_body(*, orientation: AbstractOrientation = RotationMatrix(), **overrides) -> Model:
+def free_rigid_body(*, orientation: AbstractOrientation = _MATRIX, **overrides) -> Model:
     r"""A free rigid body in 3-D (no forces): Euler's equations
     $I\dot\Omega = I\Omega\times\Omega$, with constant energy, spatial angular momentum
     $\pi = RI\Omega$ and linear momentum.
@@ -93,7 +95,7 @@ def rolling_disk_spin_rate(tilt, precession, p):
     return w3 - precession * c
 
 
-def tilted_rolling_disk(*, orientation: AbstractOrientation = Quaternion(), **overrides) -> Model:
+def tilted_rolling_disk(*, orientation: AbstractOrientation = _QUATERNION, **overrides) -> Model:
     r"""A disk rolling without slipping on a horizontal plane in 3-D (Euler's disk without
     slipping), under gravity, with optional viscous rolling and spin friction.
 
@@ -178,7 +180,7 @@ def tilted_rolling_disk(*, orientation: AbstractOrientation = Quaternion(), **ov
 # Ball on a rotating turntable.
 
 
-def ball_on_turntable(*, orientation: AbstractOrientation = Quaternion(), **overrides) -> Model:
+def ball_on_turntable(*, orientation: AbstractOrientation = _QUATERNION, **overrides) -> Model:
     r"""A ball of radius $a$ and inertia $kma^2$ rolling without slipping on a horizontal
     turntable spinning at the constant rate $\Omega$ about the vertical through the origin.
 

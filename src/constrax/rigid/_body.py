@@ -26,6 +26,8 @@ from jaxtyping import Array, ArrayLike, Float
 from .._constraints import Holonomic
 from ._orientation import AbstractOrientation, Quaternion, check_rotation
 
+_QUATERNION = Quaternion()
+
 
 def _is_concrete(x) -> bool:
     return not isinstance(x, jax.core.Tracer)
@@ -118,7 +120,7 @@ class RigidBody(eqx.Module):
         self,
         mass: Float[ArrayLike, ""],
         inertia: Float[ArrayLike, "3 3"] | Float[ArrayLike, " 3"],
-        orientation: AbstractOrientation = Quaternion(),
+        orientation: AbstractOrientation = _QUATERNION,
         offset: int = 0,
         name: str = "body",
     ):

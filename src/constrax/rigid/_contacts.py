@@ -122,7 +122,8 @@ def angular_velocity_constraint(
 
     **Returns:** a one-row `cx.Pfaffian` whose row is $\mu^\top\partial\omega/\partial\dot q$.
 
-    **Example:** forbid spin about the vertical, `angular_velocity_constraint(body, jnp.array([0, 0, 1.0]))`.
+    **Example:** forbid spin about the vertical,
+    `angular_velocity_constraint(body, jnp.array([0, 0, 1.0]))`.
     """
     _check_body(body)
     _check_frame(frame, "frame")
@@ -195,7 +196,9 @@ def translational_velocity_constraint(
             x = body.position(q) + offset(t, q, p)
             vs = jnp.asarray(support_velocity(t, x, p), dtype=q.dtype)
             if vs.shape != (3,):
-                raise ValueError(f"`support_velocity(t, x, p)` must return shape (3,), got {vs.shape}")
+                raise ValueError(
+                    f"`support_velocity(t, x, p)` must return shape (3,), got {vs.shape}"
+                )
             return jnp.atleast_1d(-unit(t, q, p) @ vs)
 
     return Pfaffian(omega, b, name=name or f"{body.name}.translational")
@@ -217,7 +220,11 @@ def knife_edge(
     **Example:** `knife_edge(body, jnp.zeros(3), jnp.array([0.0, 1.0, 0.0]))`.
     """
     return translational_velocity_constraint(
-        body, point, lateral_axis, point_frame="body", direction_frame="body",
+        body,
+        point,
+        lateral_axis,
+        point_frame="body",
+        direction_frame="body",
         name=name or f"{body.name}.knife_edge",
     )
 
@@ -269,9 +276,7 @@ class Plane(eqx.Module):
     `Plane(velocity=lambda t, x, p: p["Omega"] * jnp.cross(jnp.array([0, 0, 1.0]), x))`.
     """
 
-    normal: Array = eqx.field(
-        converter=lambda a: check_point(a, "normal"), default=(0.0, 0.0, 1.0)
-    )
+    normal: Array = eqx.field(converter=lambda a: check_point(a, "normal"), default=(0.0, 0.0, 1.0))
     height: float | Callable = 0.0
     velocity: Callable | None = None
 
@@ -310,7 +315,9 @@ def rotating_plane(
 
 def _check_shape(shape):
     if not isinstance(shape, (Sphere, Disk)):
-        raise TypeError(f"`shape` must be cx.rigid.Sphere or cx.rigid.Disk, got {type(shape).__name__}")
+        raise TypeError(
+            f"`shape` must be cx.rigid.Sphere or cx.rigid.Disk, got {type(shape).__name__}"
+        )
 
 
 def contact_offset(body: RigidBody, shape, plane: Plane, q, p) -> Float[Array, " 3"]:
@@ -319,7 +326,7 @@ def contact_offset(body: RigidBody, shape, plane: Plane, q, p) -> Float[Array, "
 
 
 def plane_contact(
-    body: RigidBody, shape, plane: Plane = Plane(), *, name: str | None = None
+    body: RigidBody, shape, plane: Plane | None = None, *, name: str | None = None
 ) -> Holonomic:
     r"""The lowest point of `shape` lies on `plane`: $n\cdot(r + \Delta(q)) - h = 0$
     (holonomic, one row; its velocity form is $n\cdot(\dot r + \omega\times\Delta) = 0$).
@@ -328,6 +335,7 @@ def plane_contact(
     """
     _check_body(body)
     _check_shape(shape)
+    plane = Plane() if plane is None else plane
 
     def height(t, q, p):
         x = body.position(q) + contact_offset(body, shape, plane, q, p)
@@ -336,7 +344,9 @@ def plane_contact(
     return Holonomic(height, name=name or f"{body.name}.contact")
 
 
-def no_slip(body: RigidBody, shape, plane: Plane = Plane(), *, name: str | None = None) -> Pfaffian:
+def no_slip(
+    body: RigidBody, shape, plane: Plane | None = None, *, name: str | None = None
+) -> Pfaffian:
     r"""No slip in the tangent plane: $t_i\cdot(\dot r + \omega\times\Delta - v_s(t, r + \Delta))
     = 0$, $i = 1, 2$ — two primary translational velocity constraints at the contact point
     (seed 003 Definition 4.3). Rheonomic and affine when the plane moves.
@@ -345,6 +355,7 @@ def no_slip(body: RigidBody, shape, plane: Plane = Plane(), *, name: str | None 
     """
     _check_body(body)
     _check_shape(shape)
+    plane = Plane() if plane is None else plane
     tangents = plane.tangents()
 
     def omega(t, q, p):
@@ -358,14 +369,16 @@ def no_slip(body: RigidBody, shape, plane: Plane = Plane(), *, name: str | None 
             x = body.position(q) + contact_offset(body, shape, plane, q, p)
             vs = jnp.asarray(plane.velocity(t, x, p), dtype=q.dtype)
             if vs.shape != (3,):
-                raise ValueError(f"`Plane.velocity(t, x, p)` must return shape (3,), got {vs.shape}")
+                raise ValueError(
+                    f"`Plane.velocity(t, x, p)` must return shape (3,), got {vs.shape}"
+                )
             return -tangents.astype(q.dtype) @ vs
 
     return Pfaffian(omega, b, name=name or f"{body.name}.no_slip")
 
 
 def rolling_contact(
-    body: RigidBody, shape, plane: Plane = Plane(), *, name: str | None = None
+    body: RigidBody, shape, plane: Plane | None = None, *, name: str | None = None
 ) -> list[AbstractConstraint]:
     r"""Rolling without slipping of a `Sphere` or `Disk` on a (possibly moving) `Plane`:
     `[plane_contact(...), no_slip(...)]`, i.e. the material contact point moves with the
@@ -374,9 +387,15 @@ def rolling_contact(
 
     **Returns:** a list of two constraints (3 rows), to splice into `System(constraints=...)`.
 
-    **Example:** `cx.System(L, [ball.orientation_constraint(), *rolling_contact(ball, Sphere(0.1))])`.
+    **Example:**
+
+    ```python
+    cons = [ball.orientation_constraint(), *rolling_contact(ball, Sphere(0.1))]
+    system = cx.System(L, cons)
+    ```
     """
     prefix = name or body.name
+    plane = Plane() if plane is None else plane
     return [
         plane_contact(body, shape, plane, name=f"{prefix}.contact"),
         no_slip(body, shape, plane, name=f"{prefix}.no_slip"),

@@ -25,7 +25,9 @@ def _rows3(x, name) -> Array:
     if x.ndim == 1:
         x = x[None]
     if x.ndim != 2 or x.shape[1] != 3:
-        raise ValueError(f"`{name}` must have shape (k, 3) (one 3-vector per constraint), got {x.shape}")
+        raise ValueError(
+            f"`{name}` must have shape (k, 3) (one 3-vector per constraint), got {x.shape}"
+        )
     if not jnp.issubdtype(x.dtype, jnp.inexact):
         x = x.astype(jnp.result_type(float))
     return x

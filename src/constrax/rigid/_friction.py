@@ -11,8 +11,6 @@ $Q = (\partial v_P/\partial\dot q)^\top F + (\partial\omega/\partial\dot q)^\top
 Coefficients are numbers or callables `p -> value` (differentiable parameters).
 """
 
-from collections.abc import Callable
-
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float

@@ -152,15 +152,45 @@ def quaternion_from_rotation(R: Float[ArrayLike, "3 3"]) -> Float[Array, " 4"]:
     if R.ndim != 2:
         raise ValueError(f"`R` must have shape (3, 3), got {R.shape}")
     tr = jnp.trace(R)
-    cands = jnp.stack([1.0 + tr, 1.0 + 2 * R[0, 0] - tr, 1.0 + 2 * R[1, 1] - tr, 1.0 + 2 * R[2, 2] - tr])
+    cands = jnp.stack(
+        [1.0 + tr, 1.0 + 2 * R[0, 0] - tr, 1.0 + 2 * R[1, 1] - tr, 1.0 + 2 * R[2, 2] - tr]
+    )
     i = jnp.argmax(cands)
     s = 2.0 * jnp.sqrt(jnp.maximum(cands[i], 1e-300))
     qs = jnp.stack(
         [
-            jnp.stack([0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s]),
-            jnp.stack([(R[2, 1] - R[1, 2]) / s, 0.25 * s, (R[0, 1] + R[1, 0]) / s, (R[0, 2] + R[2, 0]) / s]),
-            jnp.stack([(R[0, 2] - R[2, 0]) / s, (R[0, 1] + R[1, 0]) / s, 0.25 * s, (R[1, 2] + R[2, 1]) / s]),
-            jnp.stack([(R[1, 0] - R[0, 1]) / s, (R[0, 2] + R[2, 0]) / s, (R[1, 2] + R[2, 1]) / s, 0.25 * s]),
+            jnp.stack(
+                [
+                    0.25 * s,
+                    (R[2, 1] - R[1, 2]) / s,
+                    (R[0, 2] - R[2, 0]) / s,
+                    (R[1, 0] - R[0, 1]) / s,
+                ]
+            ),
+            jnp.stack(
+                [
+                    (R[2, 1] - R[1, 2]) / s,
+                    0.25 * s,
+                    (R[0, 1] + R[1, 0]) / s,
+                    (R[0, 2] + R[2, 0]) / s,
+                ]
+            ),
+            jnp.stack(
+                [
+                    (R[0, 2] - R[2, 0]) / s,
+                    (R[0, 1] + R[1, 0]) / s,
+                    0.25 * s,
+                    (R[1, 2] + R[2, 1]) / s,
+                ]
+            ),
+            jnp.stack(
+                [
+                    (R[1, 0] - R[0, 1]) / s,
+                    (R[0, 2] + R[2, 0]) / s,
+                    (R[1, 2] + R[2, 1]) / s,
+                    0.25 * s,
+                ]
+            ),
         ]
     )
     q = qs[i]

@@ -1,0 +1,86 @@
+"""`python -m constrax.showcase --quick`: every section runs, writes its figure, and reports
+sane measured figures in `summary.json` / `summary.md`.
+
+The physics claims are checked against references computed *inside* the sections from
+independent closed forms (straight lines and circles of the Heisenberg particle, the
+turntable orbit) or conservation laws (energy balance of the snake cart); here we check
+that those comparisons come out at the expected accuracy.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from constrax.showcase import SECTIONS, main, write_summary
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("showcase")
+    env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"),
+               CONSTRAX_NO_PROGRESS="1", MPLBACKEND="Agg")
+    proc = subprocess.run(
+        [sys.executable, "-m", "constrax.showcase", "--quick", "--out", str(out)],
+        env=env, capture_output=True, text=True, timeout=900,
+    )
+    return out, proc
+
+
+@pytest.mark.slow
+def test_showcase_quick_runs_every_section(quick_run):
+    out, proc = quick_run
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert str(out) in proc.stdout  # the folder is named at the end
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["meta"]["mode"] == "quick"
+    for key, _, _ in SECTIONS:
+        assert summary[key]["status"] == "ok", summary[key]
+        assert (out / summary[key]["figure"]).is_file()
+    md = (out / "summary.md").read_text()
+    for _, _, title in SECTIONS:
+        assert title in md
+
+
+@pytest.mark.slow
+def test_showcase_figures_are_sane(quick_run):
+    out, _ = quick_run
+    s = json.loads((out / "summary.json").read_text())
+    dv = s["dalembert_vs_vakonomic"]
+    assert dv["final_separation"] > 1.0  # the two prescriptions give different motions
+    assert dv["dalembert_error_vs_closed_form"] < 1e-8
+    assert dv["vakonomic_error_vs_closed_form"] < 1e-6  # z by Simpson quadrature, h = 0.01
+    assert dv["dalembert_max_virtual_work"] < 1e-10 < 1e-2 < dv["vakonomic_max_virtual_work"]
+    sc = s["snake_cart"]
+    assert sc["crossings"] >= 2 and sc["rank_at_singularity"] == 1
+    assert sc["kkt_fails_at_singularity"] and sc["auto_accelerations_finite_at_singularity"]
+    assert sc["max_velocity_residual"] < 1e-8 and sc["energy_balance_error"] < 1e-6
+    tt = s["turntable"]
+    assert abs(tt["orbit_rate_nu"] - 2 / 7 * tt["Omega"]) < 1e-12  # homogeneous ball
+    assert tt["max_position_error"] < 1e-8
+    pi = s["parameter_identification"]
+    assert pi["converged"] and pi["z_score_max"] < 4.0 and pi["relative_error_max"] < 0.01
+    assert 0.5 < pi["rms_normalised_residual"] < 1.5  # residuals at the noise level
+    to = s["trajectory_optimisation"]
+    assert to["terminal_error"] < 1e-4 < to["terminal_error_initial"]
+    assert to["max_velocity_residual"] < 1e-6
+    br = s["batched_rollouts"]
+    assert br["success_fraction"] == 1.0 and br["env_steps_per_s"] > 0
+    assert br["env_steps"] == br["batch"] * round(br["horizon_s"] / br["dt_env"])
+    assert br["max_error_vs_adaptive"] < 1e-6 and br["min_abs_cos_phi"] > 0.1
+
+
+def test_write_summary_reports_failed_sections(tmp_path):
+    meta = dict(constrax_version="0", jax_version="0", platform="cpu", devices=1, mode="quick",
+                wall_s=1.0)
+    write_summary(str(tmp_path), {"turntable": {"status": "failed", "error": "boom"}}, meta)
+    assert "**failed:** `boom`" in (tmp_path / "summary.md").read_text()
+    assert json.loads((tmp_path / "summary.json").read_text())["turntable"]["error"] == "boom"
+
+
+def test_unknown_section_is_an_error(capsys):
+    with pytest.raises(SystemExit):
+        main(["--sections", "nope", "--out", "unused"])
+    assert "unknown showcase section 'nope'" in capsys.readouterr().err
