@@ -60,9 +60,9 @@ def _numeric(name: str, lm: me.LagrangesMethod, qs, params: tuple[sp.Symbol, ...
     qd_s = sp.symbols(f"qd0:{n}")
     tt = sp.Symbol("t")
     # Replace second derivatives, then first, then the coordinates themselves.
-    subs = dict(zip(qdd, [0] * n))
-    subs.update(zip(qd, qd_s))
-    subs_q = dict(zip(qs, qs_s))
+    subs = dict(zip(qdd, [0] * n, strict=True))
+    subs.update(zip(qd, qd_s, strict=True))
+    subs_q = dict(zip(qs, qs_s, strict=True))
 
     def plain(expr):
         return me.msubs(me.msubs(expr, subs), subs_q).subs(_t, tt)
@@ -95,7 +95,7 @@ def _numeric(name: str, lm: me.LagrangesMethod, qs, params: tuple[sp.Symbol, ...
     return Oracle(name, n, m, names, fn)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def snake_cart() -> Oracle:
     r"""Seed 003 §1.2 snake cart with a steering torque $\tau$ on $\phi$.
 
@@ -126,13 +126,11 @@ def snake_cart() -> Oracle:
     L = me.Lagrangian(N, body, wheel1, wheel2)
     nonhol = [P1.vel(N).dot(W1.y), P2.vel(N).dot(W2.y)]
     loads = [(W1, tau / 2 * N.z), (W2, -tau / 2 * N.z)]
-    lm = me.LagrangesMethod(
-        L, [x, y, th, ph], nonhol_coneqs=nonhol, forcelist=loads, frame=N
-    )
+    lm = me.LagrangesMethod(L, [x, y, th, ph], nonhol_coneqs=nonhol, forcelist=loads, frame=N)
     return _numeric("snake_cart", lm, [x, y, th, ph], (mb, mw, Jb, Jw, l, tau))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def rolling_disk() -> Oracle:
     r"""A vertical disk (mass $m$, radius $R$) rolling without slipping on a plane.
 
@@ -153,7 +151,9 @@ def rolling_disk() -> Oracle:
     C.set_vel(N, C.pos_from(O).dt(N))
     contact = C.locatenew("contact", -R * N.z)
     contact.v2pt_theory(C, N, D)
-    disk = me.RigidBody("disk", C, D, m, (me.inertia(D, m * R**2 / 4, m * R**2 / 2, m * R**2 / 4), C))
+    disk = me.RigidBody(
+        "disk", C, D, m, (me.inertia(D, m * R**2 / 4, m * R**2 / 2, m * R**2 / 4), C)
+    )
     L = me.Lagrangian(N, disk)
     nonhol = [contact.vel(N).dot(N.x), contact.vel(N).dot(N.y)]
     loads = [(C, Fx * N.x)]
@@ -161,7 +161,7 @@ def rolling_disk() -> Oracle:
     return _numeric("rolling_disk", lm, [x, y, th, ph], (m, R, Fx))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def chaplygin_sleigh() -> Oracle:
     r"""The Chaplygin sleigh: a rigid body on a knife edge.
 
@@ -187,7 +187,7 @@ def chaplygin_sleigh() -> Oracle:
     return _numeric("chaplygin_sleigh", lm, [x, y, th], (m, I, a))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def double_pendulum() -> Oracle:
     r"""A planar double pendulum in Cartesian coordinates $(x_1, y_1, x_2, y_2)$.
 
@@ -212,7 +212,7 @@ def double_pendulum() -> Oracle:
     return _numeric("double_pendulum", lm, [x1, y1, x2, y2], (m1, m2, l1, l2, g))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def rotating_hoop() -> Oracle:
     r"""A bead (mass $m$) on a hoop of radius $R$ spun about the vertical at rate $w$.
 

@@ -20,9 +20,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import sympy_oracles
 
 import constrax as cx
+import sympy_oracles
 
 N_STATES = 20
 RTOL = 1e-9  # norm-wise relative error per state
@@ -98,9 +98,7 @@ def pendulum2_L(t, q, qd, p):
 
 def rods(t, q, p):
     x1, y1, x2, y2 = q
-    return jnp.stack(
-        [x1**2 + y1**2 - p["l1"] ** 2, (x2 - x1) ** 2 + (y2 - y1) ** 2 - p["l2"] ** 2]
-    )
+    return jnp.stack([x1**2 + y1**2 - p["l1"] ** 2, (x2 - x1) ** 2 + (y2 - y1) ** 2 - p["l2"] ** 2])
 
 
 def bead_L(t, q, qd, p):
@@ -208,14 +206,14 @@ def _evaluate(system, ts, qs, qds, p):
     return jax.jit(jax.vmap(one))(ts, qs, qds)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def results(name):
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     ts, qs, qds = sample_states(name, rng)
     p = {k: jnp.asarray(v) for k, v in PARAMS[name].items()}
     out = jax.tree_util.tree_map(np.asarray, _evaluate(SYSTEMS[name], ts, qs, qds, p))
     oracle = sympy_oracles.ALL[name]()
-    ref = [oracle(t, q, qd, PARAMS[name]) for t, q, qd in zip(ts, qs, qds)]
+    ref = [oracle(t, q, qd, PARAMS[name]) for t, q, qd in zip(ts, qs, qds, strict=True)]
     ref_qdd = np.array([r[0] for r in ref])
     ref_R = np.array([r[1] for r in ref])
     return dict(ts=ts, qs=qs, qds=qds, out=out, qdd=ref_qdd, R=ref_R)

@@ -31,9 +31,7 @@ def pendulum2_L(t, q, qd, p):
 
 def rods(t, q, p):
     x1, y1, x2, y2 = q
-    return jnp.stack(
-        [x1**2 + y1**2 - p["l1"] ** 2, (x2 - x1) ** 2 + (y2 - y1) ** 2 - p["l2"] ** 2]
-    )
+    return jnp.stack([x1**2 + y1**2 - p["l1"] ** 2, (x2 - x1) ** 2 + (y2 - y1) ** 2 - p["l2"] ** 2])
 
 
 DOUBLE = cx.System(pendulum2_L, [cx.Holonomic(rods)])
@@ -42,9 +40,7 @@ DOUBLE = cx.System(pendulum2_L, [cx.Holonomic(rods)])
 def test_energy_is_conserved_by_the_double_pendulum_over_ten_thousand_steps():
     p = {k: jnp.asarray(v) for k, v in dict(m1=1.0, m2=1.0, l1=1.0, l2=1.0, g=9.81).items()}
     a1, a2 = 2.0, 2.5  # high-energy, chaotic regime
-    q0 = jnp.array(
-        [np.sin(a1), -np.cos(a1), np.sin(a1) + np.sin(a2), -np.cos(a1) - np.cos(a2)]
-    )
+    q0 = jnp.array([np.sin(a1), -np.cos(a1), np.sin(a1) + np.sin(a2), -np.cos(a1) - np.cos(a2)])
     qd0 = jnp.zeros(4)
 
     @eqx.filter_jit

@@ -45,17 +45,24 @@ QD0 = jnp.array([0.8, 0.6])  # tangent to the circle
 
 def test_non_scalar_lagrangian_raises():
     system = cx.System(lambda t, q, qd, p: 0.5 * qd * qd)
-    with pytest.raises(ValueError, match=r"Lagrangian L\(t, q, qd, p\) must return a scalar, got shape \(2,\)"):
+    with pytest.raises(
+        ValueError, match=r"Lagrangian L\(t, q, qd, p\) must return a scalar, got shape \(2,\)"
+    ):
         cx.accelerations(system, 0.0, jnp.zeros(2), jnp.zeros(2))
 
 
 def test_q_and_qd_shape_mismatch_raises():
-    with pytest.raises(ValueError, match=r"`q` and `qd` must have the same shape, got q.shape=\(2,\) and qd.shape=\(3,\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"`q` and `qd` must have the same shape, got q.shape=\(2,\) and qd.shape=\(3,\)",
+    ):
         cx.accelerations(PENDULUM, 0.0, Q0, jnp.zeros(3), P)
 
 
 def test_q_not_1d_raises():
-    with pytest.raises(ValueError, match=r"`q` must be a 1-D array of generalized coordinates, got shape \(2, 1\)"):
+    with pytest.raises(
+        ValueError, match=r"`q` must be a 1-D array of generalized coordinates, got shape \(2, 1\)"
+    ):
         cx.accelerations(PENDULUM, 0.0, Q0[:, None], QD0[:, None], P)
 
 
@@ -69,7 +76,11 @@ def test_holonomic_wrong_shape_names_the_constraint():
         return jnp.outer(q, q)
 
     system = cx.System(free_L, [cx.Holonomic(bad_g)])
-    with pytest.raises(ValueError, match=r"constraint 'bad_g' \(Holonomic\): g\(t, q, p\) must return a scalar or shape \(k,\), got \(2, 2\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"constraint 'bad_g' \(Holonomic\): g\(t, q, p\) must return a scalar "
+        r"or shape \(k,\), got \(2, 2\)",
+    ):
         cx.accelerations(system, 0.0, Q0, QD0)
 
 
@@ -78,7 +89,11 @@ def test_pfaffian_wrong_shape_names_the_constraint():
         return jnp.ones((1, 3))
 
     system = cx.System(free_L, [cx.Pfaffian(bad_omega)])
-    with pytest.raises(ValueError, match=r"constraint 'bad_omega' \(Pfaffian\): omega\(t, q, p\) must return shape \(k, n\) = \(k, 2\) or \(2,\), got \(1, 3\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"constraint 'bad_omega' \(Pfaffian\): omega\(t, q, p\) must return shape "
+        r"\(k, n\) = \(k, 2\) or \(2,\), got \(1, 3\)",
+    ):
         cx.accelerations(system, 0.0, Q0, QD0)
 
 
@@ -87,7 +102,11 @@ def test_pfaffian_affine_term_wrong_shape_names_the_constraint():
         return jnp.eye(2)
 
     system = cx.System(free_L, [cx.Pfaffian(omega, b=lambda t, q, p: jnp.ones(3), name="belt")])
-    with pytest.raises(ValueError, match=r"constraint 'belt' \(Pfaffian\): b\(t, q, p\) must return shape \(k,\) = \(2,\) to match omega's 2 rows, got \(3,\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"constraint 'belt' \(Pfaffian\): b\(t, q, p\) must return shape \(k,\) = "
+        r"\(2,\) to match omega's 2 rows, got \(3,\)",
+    ):
         cx.accelerations(system, 0.0, Q0, QD0)
 
 
@@ -96,20 +115,31 @@ def test_velocity_constraint_wrong_shape_names_the_constraint():
         return jnp.outer(qd, qd)
 
     system = cx.System(free_L, [cx.VelocityConstraint(bad_F)])
-    with pytest.raises(ValueError, match=r"constraint 'bad_F' \(VelocityConstraint\): F\(t, q, qd, p\) must return a scalar or shape \(k,\), got \(2, 2\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"constraint 'bad_F' \(VelocityConstraint\): F\(t, q, qd, p\) must return "
+        r"a scalar or shape \(k,\), got \(2, 2\)",
+    ):
         cx.accelerations(system, 0.0, Q0, QD0)
 
 
 def test_force_wrong_shape_raises():
     system = cx.System(free_L, force=lambda t, q, qd, p: jnp.zeros(3))
-    with pytest.raises(ValueError, match=r"the force Q\(t, q, qd, p\) must return shape \(n,\) = \(2,\) like `q`, got \(3,\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"the force Q\(t, q, qd, p\) must return shape \(n,\) = \(2,\) like `q`, got \(3,\)",
+    ):
         cx.accelerations(system, 0.0, Q0, QD0)
 
 
 def test_system_arguments_of_the_wrong_type_raise():
     with pytest.raises(TypeError, match=r"`lagrangian` must be callable L\(t, q, qd, p\)"):
         cx.System(3.0)
-    with pytest.raises(TypeError, match=r"`constraints\[1\]` must be a cx.Holonomic, cx.Pfaffian or cx.VelocityConstraint, got function"):
+    with pytest.raises(
+        TypeError,
+        match=r"`constraints\[1\]` must be a cx.Holonomic, cx.Pfaffian or "
+        r"cx.VelocityConstraint, got function",
+    ):
         cx.System(free_L, [cx.Holonomic(rod), rod])
     with pytest.raises(TypeError, match=r"`force` must be callable Q\(t, q, qd, p\) or None"):
         cx.System(free_L, force=1.0)
@@ -129,11 +159,19 @@ def test_unknown_stabilisation_raises():
 
 
 def test_vakonomic_multiplier_errors():
-    with pytest.raises(ValueError, match=r"`mu` is only used by the vakonomic prescription, got prescription=DAlembert"):
+    with pytest.raises(
+        ValueError,
+        match=r"`mu` is only used by the vakonomic prescription, got prescription=DAlembert",
+    ):
         cx.accelerations(PENDULUM, 0.0, Q0, QD0, P, mu=jnp.zeros(1))
-    with pytest.raises(ValueError, match=r"the vakonomic prescription needs the multipliers `mu` \(shape \(1,\)"):
+    with pytest.raises(
+        ValueError, match=r"the vakonomic prescription needs the multipliers `mu` \(shape \(1,\)"
+    ):
         cx.accelerations(PENDULUM, 0.0, Q0, QD0, P, prescription=cx.Vakonomic())
-    with pytest.raises(ValueError, match=r"`mu` must have one entry per constraint row: expected shape \(1,\), got \(2,\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"`mu` must have one entry per constraint row: expected shape \(1,\), got \(2,\)",
+    ):
         cx.accelerations(PENDULUM, 0.0, Q0, QD0, P, prescription=cx.Vakonomic(), mu=jnp.zeros(2))
 
 
@@ -147,13 +185,21 @@ DEGENERATE = cx.System(lambda t, q, qd, p: 0.5 * qd[0] ** 2)  # y has no inertia
     "solver, message",
     [
         (cx.KKT(), r"saddle-point matrix \[\[W, A\^T\], \[A, 0\]\] is singular"),
-        (cx.UdwadiaKalaba(), r"mass matrix W = d2L/dqd2 is not positive definite on the admissible velocities ker A"),
-        (cx.AutoSolver(), r"mass matrix W = d2L/dqd2 is not positive definite on the admissible velocities ker A"),
+        (
+            cx.UdwadiaKalaba(),
+            r"mass matrix W = d2L/dqd2 is not positive definite on the admissible velocities ker A",
+        ),
+        (
+            cx.AutoSolver(),
+            r"mass matrix W = d2L/dqd2 is not positive definite on the admissible velocities ker A",
+        ),
     ],
     ids=["kkt", "uk", "auto"],
 )
 def test_mass_matrix_singular_on_ker_A_raises(solver, message):
-    fn = jax.jit(lambda q, qd: cx.accelerations(DEGENERATE, 0.0, q, qd, constraint_solver=solver).qdd)
+    fn = jax.jit(
+        lambda q, qd: cx.accelerations(DEGENERATE, 0.0, q, qd, constraint_solver=solver).qdd
+    )
     with pytest.raises(RUNTIME, match=message):
         jax.block_until_ready(fn(jnp.array([1.0, 2.0]), jnp.array([0.3, 0.4])))
 
@@ -184,7 +230,10 @@ def test_sub_riemannian_particle_has_zero_accelerations_with_every_solver():
     @jax.jit
     @jax.vmap
     def accel(q, qd):
-        out = {k: cx.accelerations(HEISENBERG, 0.0, q, qd, constraint_solver=s) for k, s in SOLVERS.items()}
+        out = {
+            k: cx.accelerations(HEISENBERG, 0.0, q, qd, constraint_solver=s)
+            for k, s in SOLVERS.items()
+        }
         return out, cx.mass_matrix(HEISENBERG, 0.0, q, qd, None)
 
     out, W = accel(qs, qds)
@@ -202,7 +251,9 @@ def test_sub_riemannian_particle_moves_on_straight_lines_with_every_solver():
     @jax.jit
     def run(q0, qd0):
         return {
-            k: cx.simulate(HEISENBERG, q0, qd0, t1=2.0, saveat=diffrax.SaveAt(ts=ts), constraint_solver=s).q
+            k: cx.simulate(
+                HEISENBERG, q0, qd0, t1=2.0, saveat=diffrax.SaveAt(ts=ts), constraint_solver=s
+            ).q
             for k, s in SOLVERS.items()
         }
 
@@ -250,7 +301,11 @@ def test_initial_state_violating_a_constraint_names_the_row_and_projection_fixes
     qd0 = jnp.array([jnp.cos(th + ph), jnp.sin(th + ph), 0.0, 0.0])
     c = np.asarray(wheels(0.0, q0, None) @ qd0)
     assert abs(c[0]) < 1e-15 and abs(c[1]) > 0.1
-    with pytest.raises(RUNTIME, match=r"initial state violates constraint row wheels\[1\] by more than initial_tolerance=1e-08"):
+    with pytest.raises(
+        RUNTIME,
+        match=r"initial state violates constraint row wheels\[1\] by more than "
+        r"initial_tolerance=1e-08",
+    ):
         jax.block_until_ready(_snake_run(q0, qd0, False))
     q, c = _snake_run(q0, qd0, True)
     assert np.all(np.isfinite(q))
@@ -305,7 +360,9 @@ def test_max_steps_exhaustion_raises():
 
 def test_effective_energy_of_a_dalembert_trajectory_raises():
     traj = _pendulum_run(Q0, QD0, P, 0.5)
-    with pytest.raises(ValueError, match=r"effective_energy needs a vakonomic trajectory \(with `mu`\)"):
+    with pytest.raises(
+        ValueError, match=r"effective_energy needs a vakonomic trajectory \(with `mu`\)"
+    ):
         traj.effective_energy()
 
 
@@ -313,7 +370,9 @@ def test_failed_solve_raises():
     # A minimum step far above what rtol = 1e-13 needs: diffrax stops with dt_min_reached.
     controller = diffrax.PIDController(rtol=1e-13, atol=1e-13, dtmin=0.2, force_dtmin=False)
     run = eqx.filter_jit(
-        lambda q0, qd0, p: cx.simulate(PENDULUM, q0, qd0, p, t1=1.0, dt0=0.2, stepsize_controller=controller).q
+        lambda q0, qd0, p: (
+            cx.simulate(PENDULUM, q0, qd0, p, t1=1.0, dt0=0.2, stepsize_controller=controller).q
+        )
     )
     with pytest.raises(RUNTIME, match=r"the diffrax solve did not succeed"):
         jax.block_until_ready(run(Q0, QD0, P))
@@ -323,9 +382,11 @@ def test_non_finite_trajectory_raises():
     # A potential -sqrt(x) evaluated at x < 0 after the first fixed step.
     system = cx.System(lambda t, q, qd, p: 0.5 * qd @ qd + jnp.sqrt(q[0]))
     run = eqx.filter_jit(
-        lambda q0, qd0: cx.simulate(
-            system, q0, qd0, t1=0.1, dt0=0.05, stepsize_controller=diffrax.ConstantStepSize()
-        ).q
+        lambda q0, qd0: (
+            cx.simulate(
+                system, q0, qd0, t1=0.1, dt0=0.05, stepsize_controller=diffrax.ConstantStepSize()
+            ).q
+        )
     )
     with pytest.raises(RUNTIME, match=r"the trajectory contains NaN or inf"):
         jax.block_until_ready(run(jnp.array([0.01]), jnp.array([-10.0])))

@@ -501,16 +501,24 @@ def test_nonlinear_constraint_accelerations_and_reactions_match_sympy_both_presc
         return (
             jnp.concatenate([d.qdd, d.multipliers, d.reactions]),
             jnp.concatenate([v.qdd, v.mu_dot, v.reactions]),
+            v.reactions_multiplier,
+            v.reactions_curl,
         )
 
     rng = np.random.default_rng(7)
     for _ in range(5):
         q, qd = rng.normal(size=2) * 0.5, rng.normal(size=2)
         mu = rng.normal() * 0.3
-        gd, gv = both(jnp.asarray(q), jnp.asarray(qd), jnp.array([mu]))
+        gd, gv, r_mult, r_curl = both(jnp.asarray(q), jnp.asarray(qd), jnp.array([mu]))
         # constrax mu multiplies L - mu F exactly as in the sympy derivation
-        np.testing.assert_allclose(gd, fd(*q, *qd, mu, 0.7, 0.3), rtol=1e-10, atol=1e-10)
-        np.testing.assert_allclose(gv, fv(*q, *qd, mu, 0.7, 0.3), rtol=1e-10, atol=1e-10)
+        ref_d = fd(*q, *qd, mu, 0.7, 0.3)
+        ref_v = fv(*q, *qd, mu, 0.7, 0.3)
+        np.testing.assert_allclose(gd, ref_d, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(gv, ref_v, rtol=1e-10, atol=1e-10)
+        # split: mu_dot dF/dqd, and the rest (acceleration-dependent and curl-like terms)
+        dF = np.array([2 * qd[0] * q[1] + qd[1], 2 * np.exp(q[0]) * qd[1] + qd[0]])
+        np.testing.assert_allclose(r_mult, ref_v[2] * dF, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(r_curl, ref_v[3:] - ref_v[2] * dF, rtol=1e-10, atol=1e-10)
 
 
 # =========================================================================================

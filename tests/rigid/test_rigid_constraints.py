@@ -361,3 +361,19 @@ def test_disk_contact_has_finite_gradients_when_the_disk_lies_flat():
         return rg.contact_offset(body, rg.Disk(0.3), rg.Plane(), q, None)
 
     assert np.all(np.isfinite(height(q))) and np.all(np.isfinite(jax.jacfwd(height)(q)))
+
+
+def test_smoothed_coulomb_rolling_and_spin_friction_dissipate_at_the_closed_form_rate():
+    body = rg.RigidBody(1.0, 0.4 * jnp.ones(3))
+    w = jnp.array([1.0, -2.0, 0.5])
+    q, qd = body.state(jnp.array([0.0, 0.0, 0.1]), R1, jnp.array([0.3, 0.1, 0.0]), w)
+    tr, ts, eps = 0.2, 0.05, 1e-2
+    roll = rg.coulomb_rolling_friction(body, lambda p: p, epsilon=eps)
+    spin = rg.coulomb_spin_friction(body, ts, epsilon=eps)
+    wt2, wn = w[0] ** 2 + w[1] ** 2, w[2]
+    np.testing.assert_allclose(
+        qd @ roll(0.0, q, qd, tr), -tr * wt2 / np.sqrt(wt2 + eps**2), rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        qd @ spin(0.0, q, qd, None), -ts * wn**2 / np.sqrt(wn**2 + eps**2), rtol=1e-12
+    )

@@ -55,12 +55,14 @@ class IdentificationProblem(AbstractProblem):
       `cx.fit.Bounded(a, b)` or `cx.fit.Identity()` leaves (default identity).
     - `shooting`: `cx.fit.SingleShooting()` (default) or `cx.fit.MultipleShooting(S)`.
     - `t0`: initial time (`<=` the first observation time).
-    - `solver`, `stepsize_controller`, `adjoint`, `max_steps`, `prescription`,
-      `constraint_solver`: passed to `cx.simulate` (pick `cx.KKT()` for systems known to
-      stay regular: multiple shooting `vmap`s the segments, and under `vmap` the
-      `AutoSolver` pays for both of its branches) (defaults `Tsit5`, `PIDController(rtol=1e-10, atol=1e-10)`,
-      `RecursiveCheckpointAdjoint`). With `diffrax.ForwardMode()` the least-squares
-      Jacobians use forward mode, otherwise reverse mode.
+    - `solver`, `dt0`, `stepsize_controller`, `adjoint`, `max_steps`, `prescription`,
+      `constraint_solver`: passed to `cx.simulate` (defaults `Tsit5`,
+      `PIDController(rtol=1e-10, atol=1e-10)`, `RecursiveCheckpointAdjoint`,
+      `AutoSolver`). Pick `cx.KKT()` for systems known to stay regular: multiple
+      shooting `vmap`s the segments, and under `vmap` the `AutoSolver` pays for both of
+      its branches. With `diffrax.ForwardMode()` the least-squares Jacobians (and optax
+      gradients) use forward mode — the fast choice for a few parameters and many
+      residuals — otherwise reverse mode.
 
     **Example:**
 
@@ -83,6 +85,7 @@ class IdentificationProblem(AbstractProblem):
     shooting: AbstractShooting
     t0: float = eqx.field(static=True)
     solver: diffrax.AbstractSolver
+    dt0: float | None = eqx.field(static=True)
     stepsize_controller: diffrax.AbstractStepSizeController
     adjoint: diffrax.AbstractAdjoint
     max_steps: int = eqx.field(static=True)
@@ -103,6 +106,7 @@ class IdentificationProblem(AbstractProblem):
         shooting: AbstractShooting = SingleShooting(),
         t0: float = 0.0,
         solver: diffrax.AbstractSolver = diffrax.Tsit5(),
+        dt0: float | None = None,
         stepsize_controller: diffrax.AbstractStepSizeController | None = None,
         adjoint: diffrax.AbstractAdjoint = diffrax.RecursiveCheckpointAdjoint(),
         max_steps: int = 16384,
@@ -116,7 +120,9 @@ class IdentificationProblem(AbstractProblem):
                 f"`observations` must be cx.fit.Observations, got {type(observations).__name__}"
             )
         if not isinstance(shooting, AbstractShooting):
-            raise TypeError(f"`shooting` must be SingleShooting() or MultipleShooting(S), got {shooting!r}")
+            raise TypeError(
+                f"`shooting` must be SingleShooting() or MultipleShooting(S), got {shooting!r}"
+            )
         q0, qd0 = check_state(q0, qd0)
         observations.check(q0.shape[0], t0)
         theta = _select(free, params)
@@ -131,6 +137,7 @@ class IdentificationProblem(AbstractProblem):
         self.shooting = shooting
         self.t0 = float(t0)
         self.solver = solver
+        self.dt0 = None if dt0 is None else float(dt0)
         self.stepsize_controller = (
             diffrax.PIDController(rtol=1e-10, atol=1e-10)
             if stepsize_controller is None
@@ -199,6 +206,7 @@ class IdentificationProblem(AbstractProblem):
             t1=ts[-1] if t1 is None else t1,
             saveat=diffrax.SaveAt(ts=ts),
             solver=self.solver,
+            dt0=self.dt0,
             stepsize_controller=self.stepsize_controller,
             adjoint=self.adjoint,
             max_steps=self.max_steps,
@@ -241,7 +249,10 @@ class IdentificationProblem(AbstractProblem):
         parts = [r.reshape(-1)]
         if S > 1:
             w = self.shooting.defect_weight
-            parts += [w * (q_end[:-1] - nodes[0]).reshape(-1), w * (qd_end[:-1] - nodes[1]).reshape(-1)]
+            parts += [
+                w * (q_end[:-1] - nodes[0]).reshape(-1),
+                w * (qd_end[:-1] - nodes[1]).reshape(-1),
+            ]
         return jnp.concatenate(parts)
 
     def residuals(self, z) -> Float[Array, " r"]:
@@ -254,12 +265,15 @@ class Uncertainty(eqx.Module):
     - `std`: standard deviations, structured like the fitted parameters.
     - `covariance`: $s^2 (J^\top J)^{-1}$ over the flattened fitted parameters `(P, P)`
       (in the parameters themselves, not the unconstrained values).
+    - `information`: the Fisher information $J^\top J / s^2$ `(P, P)`; a (near-)singular
+      one means the fitted parameters are not all identifiable from these data.
     - `noise_scale`: $s^2$ (1 for known $\sigma$, else $|r|^2/(N - P)$).
     - `dof`: $N - P$, observed scalars minus fitted parameters.
     """
 
     std: PyTree[Array]
     covariance: Float[Array, "P P"]
+    information: Float[Array, "P P"]
     noise_scale: Float[Array, ""]
     dof: int
 
@@ -300,6 +314,7 @@ def uncertainty(problem: IdentificationProblem, params: Params) -> Uncertainty:
     if dof <= 0:
         raise ValueError(f"{P} fitted parameters need more than {N} observed values")
     s2 = jnp.asarray(1.0) if problem.observations.sigma is not None else jnp.sum(r**2) / dof
-    cov = s2 * jnp.linalg.pinv(J.T @ J, hermitian=True)
+    info = J.T @ J / s2
+    cov = jnp.linalg.pinv(info, hermitian=True)
     _, unravel = ravel_pytree(_select(problem.free, params))
-    return Uncertainty(unravel(jnp.sqrt(jnp.diag(cov))), cov, s2, dof)
+    return Uncertainty(unravel(jnp.sqrt(jnp.diag(cov))), cov, info, s2, dof)

@@ -60,7 +60,9 @@ class Observations(eqx.Module):
         ts_np = np.asarray(ts, dtype=float)
         vals = np.asarray(values, dtype=float)
         if ts_np.ndim != 1 or ts_np.size < 1:
-            raise ValueError(f"`ts` must be a 1-D array of observation times, got shape {ts_np.shape}")
+            raise ValueError(
+                f"`ts` must be a 1-D array of observation times, got shape {ts_np.shape}"
+            )
         if not np.all(np.isfinite(ts_np)):
             raise ValueError("`ts` contains NaN or inf; observation times must be finite")
         if ts_np.size > 1 and not np.all(np.diff(ts_np) > 0):
@@ -100,8 +102,10 @@ class Observations(eqx.Module):
         if observe is not None and not callable(observe):
             raise TypeError(f"`observe` must be callable h(t, q, qd, p), got {observe!r}")
         if sigma is not None:
-            s = np.broadcast_to(np.asarray(sigma, dtype=float), (d,)) if np.ndim(sigma) == 0 else (
-                np.asarray(sigma, dtype=float)
+            s = (
+                np.broadcast_to(np.asarray(sigma, dtype=float), (d,))
+                if np.ndim(sigma) == 0
+                else (np.asarray(sigma, dtype=float))
             )
             if s.shape != (d,):
                 raise ValueError(f"`sigma` must be a scalar or shape (d,) = ({d},), got {s.shape}")

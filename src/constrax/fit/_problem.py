@@ -58,6 +58,7 @@ def check_like(tree, reference, name: str, what: str) -> None:
         jax.tree_util.tree_flatten_with_path(tree)[0],
         jax.tree.leaves(tree),
         jax.tree.leaves(reference),
+        strict=True,
     ):
         where = jax.tree_util.keystr(path[0])
         if np.shape(a) != np.shape(b):

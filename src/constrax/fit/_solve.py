@@ -19,13 +19,17 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import optimistix as optx
 from jaxtyping import Array, Float, PyTree
 
 from .._custom_types import Params
 from ._checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from ._problem import AbstractProblem
+
+try:  # optional (`pip install constrax[fit]`): only the gradient-descent path needs it
+    import optax
+except ImportError:  # pragma: no cover
+    optax = None
 
 
 class EarlyStopping(eqx.Module):
@@ -99,7 +103,9 @@ def _progress(enabled: bool, total: int, initial: int):
     try:
         from tqdm.auto import tqdm
     except ImportError:  # tqdm is optional
-        warnings.warn("progress=True needs tqdm (pip install tqdm); continuing without a bar")
+        warnings.warn(
+            "progress=True needs tqdm (pip install tqdm); continuing without a bar", stacklevel=3
+        )
         return None
     return tqdm(total=total, initial=initial, desc="constrax.fit", leave=False)
 
@@ -107,7 +113,7 @@ def _progress(enabled: bool, total: int, initial: int):
 def solve(
     problem: AbstractProblem,
     init: Params,
-    optimiser: optax.GradientTransformation | optx.AbstractLeastSquaresSolver | None = None,
+    optimiser: "optax.GradientTransformation | optx.AbstractLeastSquaresSolver | None" = None,
     *,
     steps: int = 256,
     early_stopping: EarlyStopping | None = None,
@@ -160,10 +166,11 @@ def solve(
     if isinstance(optimiser, optx.AbstractLeastSquaresSolver):
         z, loss, n, result = _least_squares(problem, z0, optimiser, steps, throw)
         return FitResult(problem.params_of(z), z, loss, int(n), None, False, result)
-    if not isinstance(optimiser, optax.GradientTransformation):
+    if optax is None or not isinstance(optimiser, optax.GradientTransformation):
         raise TypeError(
             "`optimiser` must be an optimistix least-squares solver or an optax "
-            f"GradientTransformation, got {type(optimiser).__name__}"
+            f"GradientTransformation (optax installed: {optax is not None}), got "
+            f"{type(optimiser).__name__}"
         )
     if not isinstance(checkpoint_every, int) or checkpoint_every < 1:
         raise ValueError(f"`checkpoint_every` must be a positive int, got {checkpoint_every!r}")
@@ -193,10 +200,9 @@ def solve(
                     "learning rate or check the starting parameters"
                 )
             # `loss` is J at `z` (before the update): book-keep `z`, then move on.
-            tol = 0.0 if early_stopping is None else (
-                early_stopping.atol + early_stopping.rtol * abs(best_loss)
-                if math.isfinite(best_loss) else 0.0
-            )
+            tol = 0.0
+            if early_stopping is not None and math.isfinite(best_loss):
+                tol = early_stopping.atol + early_stopping.rtol * abs(best_loss)
             if loss < best_loss - tol or not math.isfinite(best_loss):
                 best_loss, best_z, stall = loss, z, 0
             else:

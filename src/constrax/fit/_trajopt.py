@@ -12,7 +12,6 @@ from collections.abc import Callable
 
 import diffrax
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
@@ -40,7 +39,7 @@ class TrajectoryProblem(AbstractProblem):
     - `t1`, `t0`: horizon.
     - `goal_q`, `goal_qd`: target state `(n,)` at `t1`; `None` leaves it free.
     - `terminal_weight` $w_T$ (scalar or `(n,)` per coordinate), `effort_weight` $w_u$.
-    - `solver`, `stepsize_controller`, `adjoint`, `max_steps`, `prescription`,
+    - `solver`, `dt0`, `stepsize_controller`, `adjoint`, `max_steps`, `prescription`,
       `stabilisation`, `constraint_solver`: passed to `cx.simulate` (default adjoint
       `diffrax.RecursiveCheckpointAdjoint()`; e.g. `diffrax.BacksolveAdjoint()` or
       `diffrax.ForwardMode()` also work).
@@ -68,6 +67,7 @@ class TrajectoryProblem(AbstractProblem):
     t0: float = eqx.field(static=True)
     t1: float = eqx.field(static=True)
     solver: diffrax.AbstractSolver
+    dt0: float | None = eqx.field(static=True)
     stepsize_controller: diffrax.AbstractStepSizeController
     adjoint: diffrax.AbstractAdjoint
     max_steps: int = eqx.field(static=True)
@@ -90,6 +90,7 @@ class TrajectoryProblem(AbstractProblem):
         terminal_weight: Float[ArrayLike, " n"] | float = 1.0,
         effort_weight: float = 1.0,
         solver: diffrax.AbstractSolver = diffrax.Tsit5(),
+        dt0: float | None = None,
         stepsize_controller: diffrax.AbstractStepSizeController | None = None,
         adjoint: diffrax.AbstractAdjoint = diffrax.RecursiveCheckpointAdjoint(),
         max_steps: int = 16384,
@@ -117,9 +118,11 @@ class TrajectoryProblem(AbstractProblem):
                 if g.shape != (n,):
                     raise ValueError(f"`{name}` must have shape (n,) = ({n},), got {g.shape}")
             goals.append(g)
-        w = jnp.broadcast_to(jnp.asarray(terminal_weight, dtype=q0.dtype), (n,)) if jnp.ndim(
-            terminal_weight
-        ) == 0 else jnp.asarray(terminal_weight, dtype=q0.dtype)
+        w = (
+            jnp.broadcast_to(jnp.asarray(terminal_weight, dtype=q0.dtype), (n,))
+            if jnp.ndim(terminal_weight) == 0
+            else jnp.asarray(terminal_weight, dtype=q0.dtype)
+        )
         if w.shape != (n,):
             raise ValueError(f"`terminal_weight` must be a scalar or shape ({n},), got {w.shape}")
         if effort_weight < 0:
@@ -133,6 +136,7 @@ class TrajectoryProblem(AbstractProblem):
         self.effort_weight = float(effort_weight)
         self.t0, self.t1 = float(t0), float(t1)
         self.solver = solver
+        self.dt0 = None if dt0 is None else float(dt0)
         self.stepsize_controller = (
             diffrax.PIDController(rtol=1e-10, atol=1e-10)
             if stepsize_controller is None
@@ -179,6 +183,7 @@ class TrajectoryProblem(AbstractProblem):
             t1=self.t1,
             saveat=saveat,
             solver=self.solver,
+            dt0=self.dt0,
             stepsize_controller=self.stepsize_controller,
             adjoint=self.adjoint,
             max_steps=self.max_steps,

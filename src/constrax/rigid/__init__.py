@@ -72,6 +72,9 @@ from ._friction import (
     combine_forces as combine_forces,
 )
 from ._friction import (
+    coulomb_rolling_friction as coulomb_rolling_friction,
+)
+from ._friction import (
     coulomb_spin_friction as coulomb_spin_friction,
 )
 from ._friction import (

@@ -103,6 +103,28 @@ def coulomb_spin_friction(
     return Q
 
 
+def coulomb_rolling_friction(
+    body: RigidBody, torque, normal=(0.0, 0.0, 1.0), epsilon: float = 1e-3
+) -> ForceFn:
+    r"""Coulomb (dry) rolling resistance smoothed at zero rolling rate,
+    $\tau = -\tau_0\,\omega_t/\sqrt{|\omega_t|^2 + \epsilon^2}$,
+    $\omega_t = \omega - (\omega\cdot n)n$.
+
+    **Example:** `coulomb_rolling_friction(ball, lambda p: p["rolling_torque"])`.
+    """
+    _check_body(body)
+    n0 = _unit(normal)
+
+    def Q(t, q, qd, p):
+        n = n0.astype(q.dtype)
+        w = body.angular_velocity(q, qd)
+        wt = w - (w @ n) * n
+        tau = -_param(torque, p) * wt / jnp.sqrt(wt @ wt + epsilon**2)
+        return body_force(body, q, torque=tau)
+
+    return Q
+
+
 def sliding_friction(
     body: RigidBody,
     shape,

@@ -1,0 +1,183 @@
+r"""One elastic affine body under the constraints of seed 002, in 2D and 3D.
+
+The same raw initial state — $\varphi_0$ a rotation, $\dot\varphi_0 = \Omega_0\varphi_0$ with
+$\Omega_0$ = spin + shear + dilatation — is run with a St Venant–Kirchhoff potential under:
+no constraint, gyroscopic (rigid), isochoric, conformal, rotation-free (d'Alembert) and
+rotation-free (vakonomic, $\mu_0 = 0$). $\varphi_0$ satisfies every holonomic constraint;
+the velocity is projected onto each constraint's admissible velocities with
+`cx.consistent_initial_state` (the $W$-orthogonal projection). Figures: the deformed body
+(image of the unit circle / of the unit sphere projected on the $x$–$y$ plane) over time,
+and the invariants (energy drift, $\det\varphi$, spin $S$, constraint residual).
+
+    python experiments/affine_constraints.py [--out DIR] [--quick]
+"""
+
+import argparse
+import json
+import os
+import time
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import diffrax  # noqa: E402
+import equinox as eqx  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+import constrax as cx  # noqa: E402
+from constrax import affine as af  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+CASES = (
+    "free",
+    "gyroscopic",
+    "isochoric",
+    "conformal",
+    "rotation-free (d'Alembert)",
+    "rotation-free (vakonomic)",
+)
+
+
+def _setup(n):
+    if n == 2:
+        J = jnp.array([[1.0, 0.2], [0.2, 0.5]])
+        th = 0.3
+        phi0 = jnp.array([[jnp.cos(th), -jnp.sin(th)], [jnp.sin(th), jnp.cos(th)]])
+        Om0 = jnp.array([[0.1, -0.8], [1.0, -0.3]])  # spin + shear + dilatation
+    else:
+        J = jnp.array([[1.0, 0.2, 0.0], [0.2, 0.6, 0.1], [0.0, 0.1, 0.4]])
+        phi0 = jax.scipy.linalg.expm(jnp.array([[0, -0.3, 0.2], [0.3, 0, -0.1], [-0.2, 0.1, 0]]))
+        Om0 = jnp.array([[0.2, -0.6, 0.3], [0.9, -0.1, -0.2], [-0.1, 0.5, 0.1]])
+    body = af.AffineBody(1.0, J, potential=af.StVenantKirchhoff(2.0, 1.0))
+    return body, phi0, Om0 @ phi0
+
+
+def _constraints(case, det0):
+    return {
+        "free": (),
+        "gyroscopic": (af.gyroscopic(),),
+        "isochoric": (af.isochoric(det0),),
+        "conformal": (af.conformal(),),
+        "rotation-free (d'Alembert)": (af.rotation_free(),),
+        "rotation-free (vakonomic)": (af.rotation_free(),),
+    }[case]
+
+
+def _run_case(case, n, t1, n_save, rtol):
+    body, phi0, phid0 = _setup(n)
+    system = af.affine_system(*_constraints(case, jnp.linalg.det(phi0)))
+    prescription = cx.Vakonomic() if "vakonomic" in case else cx.DAlembert()
+
+    @eqx.filter_jit
+    def go(body, phi0, phid0):
+        q0, qd0 = af.affine_state(body, jnp.zeros(n), phi0, jnp.zeros(n), phid0)
+        # phi0 satisfies every holonomic constraint; project the velocity W-orthogonally
+        # onto the admissible ones, qd <- qd - W^-1 A^T (A W^-1 A^T)^-1 A qd.
+        if system.constraints:
+            A = cx.constraint_jacobian(system, 0.0, q0, qd0, body)
+            W = cx.mass_matrix(system, 0.0, q0, qd0, body)
+            WiAT = jnp.linalg.solve(W, A.T)
+            qd0 = qd0 - WiAT @ jnp.linalg.solve(A @ WiAT, A @ qd0)
+        mu0 = jnp.zeros(A.shape[0]) if "vakonomic" in case else None
+        traj = cx.simulate(
+            system, q0, qd0, body, t1=t1, prescription=prescription, mu0=mu0,
+            saveat=diffrax.SaveAt(ts=jnp.linspace(0.0, t1, n_save)),
+            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=rtol),
+        )
+        res = traj.constraint_residual()
+        vel = jnp.max(jnp.abs(res.velocity), axis=1, initial=0.0)
+        pos = jnp.max(jnp.abs(res.position), axis=1, initial=0.0)
+        Q = {
+            "phi": traj.q[:, n:].reshape(-1, n, n),
+            "det_phi": jnp.linalg.det(traj.q[:, n:].reshape(-1, n, n)),
+            "energy": traj.energy(),
+            "S": jax.vmap(lambda q, qd: af.angular_momentum(body, q, qd))(traj.q, traj.qd),
+        }
+        return traj.ts, Q, jnp.maximum(vel, pos), traj.stats["num_steps"]
+
+    return go(body, phi0, phid0)
+
+
+def _outline(phi, n, k=100):
+    s = np.linspace(0, 2 * np.pi, k)
+    if n == 2:
+        return phi @ np.stack([np.cos(s), np.sin(s)])
+    # boundary of the projection of the ellipsoid phi(S^2) on the x-y plane
+    P = phi[:2]
+    w, V = np.linalg.eigh(P @ P.T)
+    return V @ (np.sqrt(np.maximum(w, 0))[:, None] * np.stack([np.cos(s), np.sin(s)]))
+
+
+def run(outdir, quick: bool = False) -> dict:
+    """Run all six cases (2D; 3D too unless `quick`), write the figures into `outdir`,
+    return the measured invariants and the figure paths."""
+    os.makedirs(outdir, exist_ok=True)
+    dims = (2,) if quick else (2, 3)
+    t1, n_save, rtol = (2.0, 21, 1e-8) if quick else (6.0, 121, 1e-11)
+    out = {"figures": [], "cases": {}}
+    start = time.time()
+    for n in dims:
+        results = {case: _run_case(case, n, t1, n_save, rtol) for case in CASES}
+        fig, axes = plt.subplots(1, len(CASES), figsize=(3.0 * len(CASES), 3.2), sharey=True)
+        snaps = np.linspace(0, n_save - 1, 5).astype(int)
+        for ax, case in zip(axes, CASES):
+            ts, Q, _, _ = results[case]
+            phi = np.asarray(Q["phi"])
+            for j, i in enumerate(snaps):
+                xy = _outline(phi[i], n) + np.array([[3.0 * j], [0.0]])
+                ax.plot(*xy, color=plt.cm.viridis(j / (len(snaps) - 1)))
+            ax.set_title(case, fontsize=9)
+            ax.set_aspect("equal")
+            ax.set_xticks(3.0 * np.arange(len(snaps)), [f"{float(ts[i]):.1f}" for i in snaps])
+            ax.set_xlabel("t")
+        fig.suptitle(f"{n}D affine body: deformed shape over time")
+        fig.tight_layout()
+        path = os.path.join(outdir, f"affine_constraints_shapes_{n}d.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        out["figures"].append(path)
+
+        fig, axes = plt.subplots(1, 4, figsize=(16, 3.4))
+        for case in CASES:
+            ts, Q, resid, steps = results[case]
+            E = np.asarray(Q["energy"])
+            S = np.asarray(Q["S"])
+            metrics = {
+                "energy_drift": float(np.max(np.abs(E - E[0]))),
+                "det_phi_range": [float(np.min(Q["det_phi"])), float(np.max(Q["det_phi"]))],
+                "det_phi_drift": float(np.max(np.abs(Q["det_phi"] - Q["det_phi"][0]))),
+                "spin_drift": float(np.max(np.abs(S - S[0]))),
+                "max_constraint_residual": float(np.max(resid)),
+                "num_steps": int(steps),
+            }
+            out["cases"][f"{n}d/{case}"] = metrics
+            tiny = 1e-17
+            axes[0].semilogy(ts, np.abs(E - E[0]) + tiny, label=case)
+            axes[1].plot(ts, Q["det_phi"], label=case)
+            axes[2].semilogy(ts, np.max(np.abs(S - S[0]), axis=(1, 2)) + tiny, label=case)
+            axes[3].semilogy(ts, np.asarray(resid) + tiny, label=case)
+        for ax, title in zip(axes, ("|E - E0|", "det phi", "max |S - S0|", "constraint residual")):
+            ax.set_title(title)
+            ax.set_xlabel("t")
+        axes[1].legend(fontsize=7)
+        fig.suptitle(f"{n}D affine body: invariants")
+        fig.tight_layout()
+        path = os.path.join(outdir, f"affine_constraints_invariants_{n}d.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        out["figures"].append(path)
+    out["seconds"] = time.time() - start
+    return out
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="experiments/figures")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    print(json.dumps(run(args.out, quick=args.quick), indent=2))
