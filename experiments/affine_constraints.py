@@ -123,19 +123,19 @@ def run(outdir, quick: bool = False) -> dict:
     start = time.time()
     for n in dims:
         results = {case: _run_case(case, n, t1, n_save, rtol) for case in CASES}
-        fig, axes = plt.subplots(1, len(CASES), figsize=(3.0 * len(CASES), 3.2), sharey=True)
-        snaps = np.linspace(0, n_save - 1, 5).astype(int)
+        fig, axes = plt.subplots(1, len(CASES), figsize=(3.0 * len(CASES), 3.2), sharex=True, sharey=True)
+        snaps = np.linspace(0, n_save - 1, 6).astype(int)
         for ax, case in zip(axes, CASES):
             ts, Q, _, _ = results[case]
             phi = np.asarray(Q["phi"])
             for j, i in enumerate(snaps):
-                xy = _outline(phi[i], n) + np.array([[3.0 * j], [0.0]])
-                ax.plot(*xy, color=plt.cm.viridis(j / (len(snaps) - 1)))
+                color = plt.cm.viridis(j / (len(snaps) - 1))
+                ax.plot(*_outline(phi[i], n), color=color, label=f"t={float(ts[i]):.1f}")
+                ax.plot([0.0, phi[i][0, 0]], [0.0, phi[i][1, 0]], color=color, lw=0.8)
             ax.set_title(case, fontsize=9)
             ax.set_aspect("equal")
-            ax.set_xticks(3.0 * np.arange(len(snaps)), [f"{float(ts[i]):.1f}" for i in snaps])
-            ax.set_xlabel("t")
-        fig.suptitle(f"{n}D affine body: deformed shape over time")
+        axes[0].legend(fontsize=6, loc="lower left")
+        fig.suptitle(f"{n}D affine body: deformed shape over time (line: image of material axis a^1)")
         fig.tight_layout()
         path = os.path.join(outdir, f"affine_constraints_shapes_{n}d.png")
         fig.savefig(path, dpi=110)

@@ -15,7 +15,7 @@ from constrax._showcase.batched import run as _run
 
 
 def run(outdir, quick: bool = False, **kwargs) -> dict:
-    """Run the experiment, write `batched_rollouts.png`/`.json` into `outdir`, return the figures."""
+    """Run it; write `batched_rollouts.png`/`.json` into `outdir`; return the figures."""
     return _run(outdir, quick=quick, **kwargs)
 
 

@@ -83,11 +83,12 @@ def run(outdir: str, quick: bool = False) -> dict:
     ax1.quiver(
         q[idx, 0],
         q[idx, 1],
-        np.cos(q[idx, 2]),
-        np.sin(q[idx, 2]),
+        0.08 * np.cos(q[idx, 2]),
+        0.08 * np.sin(q[idx, 2]),
         angles="xy",
-        scale=12,
-        width=0.004,
+        scale_units="xy",
+        scale=1.0,
+        width=0.006,
         color="C1",
         label="heading",
     )
@@ -96,7 +97,8 @@ def run(outdir: str, quick: bool = False) -> dict:
     ax1.set_xlabel("x [m]")
     ax1.set_ylabel("y [m]")
     ax1.set_title("knife edge moved sideways")
-    ax1.legend(fontsize=8)
+    ax1.margins(x=0.6)
+    ax1.legend(fontsize=8, loc="lower right")
     ax2.plot(ts, u[:, 0], label="push $u_1$ [N]")
     ax2.plot(ts, u[:, 1], label="torque $u_2$ [N m]")
     ax2.plot(res.params["u"].times, np.asarray(res.params["u"].knots), "k.", ms=4)

@@ -255,3 +255,24 @@ def test_reduced_paths_reject_non_hyperelastic_potentials():
         af.reduced_vakonomic_system(body)
     with pytest.raises(ValueError, match="`kind` must be 'vakonomic' or 'usual'"):
         af.simulate_reduced(RF_BODY, A3, A3, jnp.eye(3), jnp.linspace(0, 1, 3), kind="x")
+
+
+@eqx.filter_jit
+def _both_prescriptions(system, q, qd, body, mu):
+    d = cx.accelerations(system, 0.0, q, qd, body)
+    v = cx.accelerations(system, 0.0, q, qd, body, prescription=cx.Vakonomic(), mu=mu)
+    return d.qdd, v.qdd, d.multipliers, v.multipliers
+
+
+@pytest.mark.parametrize("name", ["gyroscopic", "isochoric", "conformal"])
+def test_holonomic_affine_constraints_give_dalembert_motion_under_vakonomic(name):
+    # For holonomic rows the vakonomic curl vanishes: same qdd for any mu, lambda = mu_dot.
+    constraint = {"gyroscopic": af.gyroscopic(), "isochoric": af.isochoric(DET0),
+                  "conformal": af.conformal()}[name]
+    system = af.affine_system(constraint)
+    q, qd = af.join(jnp.zeros(3), PHI_ISO), af.join(jnp.zeros(3), SYM3 + SKEW3)
+    m = cx.constraint_jacobian(system, 0.0, q, qd, ISO_BODY).shape[0]
+    mu = jnp.linspace(-1.0, 2.0, m)
+    qdd_d, qdd_v, lam, mu_dot = _both_prescriptions(system, q, qd, ISO_BODY, mu)
+    np.testing.assert_allclose(qdd_v, qdd_d, atol=1e-12)
+    np.testing.assert_allclose(mu_dot, lam, atol=1e-11)

@@ -76,7 +76,12 @@ def test_batch_over_initial_states_matches_individual_simulate():
     assert out.batch_size == 3 and bool(jnp.all(out.success))
     for i in range(3):
         ref = cx.simulate(
-            PENDULUM, q0s[i], qd0s[i], P_PEND, t1=1.0, saveat=diffrax.SaveAt(ts=TS),
+            PENDULUM,
+            q0s[i],
+            qd0s[i],
+            P_PEND,
+            t1=1.0,
+            saveat=diffrax.SaveAt(ts=TS),
             stepsize_controller=TIGHT,
         )
         np.testing.assert_allclose(out.q[i], ref.q, rtol=0, atol=1e-12)
@@ -92,7 +97,9 @@ def test_batch_failure_raises_under_vmap_with_throw():
         rollout_batch(PENDULUM, q0s, qd0s, P_PEND, ts=TS, p_axes=None, stepsize_controller=TIGHT)
 
 
-@pytest.mark.parametrize("prescription", [cx.DAlembert(), cx.Vakonomic()], ids=["dalembert", "vakonomic"])
+@pytest.mark.parametrize(
+    "prescription", [cx.DAlembert(), cx.Vakonomic()], ids=["dalembert", "vakonomic"]
+)
 def test_batched_parameters_and_controls_match_closed_form(prescription):
     # Batched control coefficients; the mass batched too (vakonomic case) or shared with a
     # pytree-prefix `p_axes` (d'Alembert case). For a holonomic constraint the vakonomic
@@ -110,8 +117,14 @@ def test_batched_parameters_and_controls_match_closed_form(prescription):
         m = jnp.array(2.0)
         kw = {"p_axes": {"m": None, "ctrl": 0}}
     out = rollout_batch(
-        PARTICLE, q0s, qd0s, {"m": m, "ctrl": ctrl}, ts=TS, prescription=prescription,
-        stepsize_controller=TIGHT, **kw,
+        PARTICLE,
+        q0s,
+        qd0s,
+        {"m": m, "ctrl": ctrl},
+        ts=TS,
+        prescription=prescription,
+        stepsize_controller=TIGHT,
+        **kw,
     )
     ms = jnp.broadcast_to(m, (B,))
     expect = jax.vmap(lambda x, v, c, mm: _closed_form(x, v, c[0], c[1], mm, TS))(x0, v0, ctrl, ms)
@@ -163,8 +176,13 @@ def test_error_qd0s_shape():
 
 def test_error_batch_size_mismatch():
     with pytest.raises(ValueError, match="same batch size"):
-        rollout_batch(PARTICLE, jnp.zeros((3, 2)), jnp.zeros((3, 2)),
-                      {"m": jnp.ones(2), "ctrl": jnp.zeros((3, 2))}, ts=TS)
+        rollout_batch(
+            PARTICLE,
+            jnp.zeros((3, 2)),
+            jnp.zeros((3, 2)),
+            {"m": jnp.ones(2), "ctrl": jnp.zeros((3, 2))},
+            ts=TS,
+        )
 
 
 def test_error_scalar_leaf_mapped():
@@ -174,26 +192,43 @@ def test_error_scalar_leaf_mapped():
 
 def test_error_ts():
     with pytest.raises(ValueError, match="`ts` must be a 1-D array of at least 2"):
-        rollout_batch(PENDULUM, jnp.zeros((3, 2)), jnp.zeros((3, 2)), P_PEND, ts=jnp.array([1.0]),
-                      p_axes=None)
+        rollout_batch(
+            PENDULUM, jnp.zeros((3, 2)), jnp.zeros((3, 2)), P_PEND, ts=jnp.array([1.0]), p_axes=None
+        )
 
 
 def test_error_t1_given():
     with pytest.raises(ValueError, match="`t1` is set by `ts`"):
-        rollout_batch(PENDULUM, jnp.zeros((3, 2)), jnp.zeros((3, 2)), P_PEND, ts=TS, p_axes=None,
-                      t1=2.0)
+        rollout_batch(
+            PENDULUM, jnp.zeros((3, 2)), jnp.zeros((3, 2)), P_PEND, ts=TS, p_axes=None, t1=2.0
+        )
 
 
 def test_error_mu0s_without_vakonomic():
     with pytest.raises(ValueError, match="`mu0s` is only used with"):
-        rollout_batch(PENDULUM, jnp.zeros((3, 2)), jnp.zeros((3, 2)), P_PEND, ts=TS, p_axes=None,
-                      mu0s=jnp.zeros((3, 1)))
+        rollout_batch(
+            PENDULUM,
+            jnp.zeros((3, 2)),
+            jnp.zeros((3, 2)),
+            P_PEND,
+            ts=TS,
+            p_axes=None,
+            mu0s=jnp.zeros((3, 1)),
+        )
 
 
 def test_error_mu0s_shape():
     with pytest.raises(ValueError, match=r"`mu0s` must have shape \(B, m\)"):
-        rollout_batch(PENDULUM, jnp.zeros((3, 2)), jnp.zeros((3, 2)), P_PEND, ts=TS, p_axes=None,
-                      prescription=cx.Vakonomic(), mu0s=jnp.zeros((2, 1)))
+        rollout_batch(
+            PENDULUM,
+            jnp.zeros((3, 2)),
+            jnp.zeros((3, 2)),
+            P_PEND,
+            ts=TS,
+            p_axes=None,
+            prescription=cx.Vakonomic(),
+            mu0s=jnp.zeros((2, 1)),
+        )
 
 
 def test_error_system_type():
@@ -268,15 +303,20 @@ _SHARDED_SCRIPT = textwrap.dedent(
 
 def test_sharded_rollouts_equal_unsharded_on_four_devices():
     env = dict(os.environ)
-    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4").strip()
+    env["XLA_FLAGS"] = (
+        env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+    ).strip()
     env["JAX_PLATFORMS"] = "cpu"
     proc = subprocess.run(
-        [sys.executable, "-c", _SHARDED_SCRIPT], env=env, capture_output=True, text=True,
+        [sys.executable, "-c", _SHARDED_SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT"))
-    res = json.loads(line[len("RESULT"):])
+    res = json.loads(line[len("RESULT") :])
     assert res["shape"] == [6, 5, 3]
     # Each device integrates its members with their own adaptive steps, exactly as the
     # unsharded vmap does: the results agree to round-off.

@@ -45,7 +45,10 @@ def test_notebook_executes(path, tmp_path):
             else:
                 os.environ[k] = v
     errors = [
-        out for cell in nb.cells if cell.cell_type == "code"
-        for out in cell.get("outputs", []) if out.get("output_type") == "error"
+        out
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+        if out.get("output_type") == "error"
     ]
     assert not errors

@@ -20,11 +20,18 @@ from constrax.showcase import SECTIONS, main, write_summary
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("showcase")
-    env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"),
-               CONSTRAX_NO_PROGRESS="1", MPLBACKEND="Agg")
+    env = dict(
+        os.environ,
+        JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"),
+        CONSTRAX_NO_PROGRESS="1",
+        MPLBACKEND="Agg",
+    )
     proc = subprocess.run(
         [sys.executable, "-m", "constrax.showcase", "--quick", "--out", str(out)],
-        env=env, capture_output=True, text=True, timeout=900,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     return out, proc
 
@@ -73,8 +80,9 @@ def test_showcase_figures_are_sane(quick_run):
 
 
 def test_write_summary_reports_failed_sections(tmp_path):
-    meta = dict(constrax_version="0", jax_version="0", platform="cpu", devices=1, mode="quick",
-                wall_s=1.0)
+    meta = dict(
+        constrax_version="0", jax_version="0", platform="cpu", devices=1, mode="quick", wall_s=1.0
+    )
     write_summary(str(tmp_path), {"turntable": {"status": "failed", "error": "boom"}}, meta)
     assert "**failed:** `boom`" in (tmp_path / "summary.md").read_text()
     assert json.loads((tmp_path / "summary.json").read_text())["turntable"]["error"] == "boom"

@@ -6,6 +6,10 @@ accelerations and multipliers under the Lagrange–d'Alembert or vakonomic presc
 and integrates with diffrax.
 """
 
+from ._compare import (
+    PrescriptionComparison as PrescriptionComparison,
+    compare_prescriptions as compare_prescriptions,
+)
 from ._constraints import (
     AbstractConstraint as AbstractConstraint,
     Holonomic as Holonomic,
@@ -23,6 +27,20 @@ from ._diagnostics import (
     reaction_power as reaction_power,
 )
 from ._dynamics import Accelerations as Accelerations, accelerations as accelerations
+from ._geometry import (
+    AccessibilityResult as AccessibilityResult,
+    ConstraintDistribution as ConstraintDistribution,
+    FrobeniusResult as FrobeniusResult,
+    SingularConfigurations as SingularConfigurations,
+    accessibility_rank as accessibility_rank,
+    constraint_distribution as constraint_distribution,
+    curl as curl,
+    distribution_fields as distribution_fields,
+    find_singular_configurations as find_singular_configurations,
+    frobenius_residual as frobenius_residual,
+    is_integrable as is_integrable,
+    lie_bracket as lie_bracket,
+)
 from ._prescriptions import (
     AbstractPrescription as AbstractPrescription,
     DAlembert as DAlembert,
@@ -45,5 +63,7 @@ from ._stabilisation import (
     Projection as Projection,
 )
 from ._system import System as System, mass_matrix as mass_matrix
+
+from . import models as models
 
 __version__ = "0.1.0"

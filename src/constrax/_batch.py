@@ -77,7 +77,7 @@ def _full_axes(in_axes, args: tuple) -> list:
             f"`in_axes` must be 0, None or a tuple with one entry per positional argument "
             f"({len(args)}), got {in_axes!r}"
         )
-    for i, (ax, arg) in enumerate(zip(in_axes, args)):
+    for i, (ax, arg) in enumerate(zip(in_axes, args, strict=True)):
         try:
             leaves = _leaf_axes(ax, arg)
         except ValueError as e:
@@ -109,8 +109,8 @@ def _leaf_axes(ax, arg) -> list:
 
 def _batch_size(args: tuple, axes: list) -> int:
     sizes = {}
-    for i, (ax, arg) in enumerate(zip(axes, args)):
-        for leaf, a in zip(jax.tree_util.tree_leaves(arg), _leaf_axes(ax, arg)):
+    for i, (ax, arg) in enumerate(zip(axes, args, strict=True)):
+        for leaf, a in zip(jax.tree_util.tree_leaves(arg), _leaf_axes(ax, arg), strict=True):
             if a == 0:
                 shape = np.shape(leaf)
                 if len(shape) == 0:
@@ -133,9 +133,9 @@ def _batch_size(args: tuple, axes: list) -> int:
 def _map_batched(fn, args: tuple, axes: list) -> tuple:
     """Apply `fn` to every batched (axis-0) array leaf of `args`."""
     out = []
-    for ax, arg in zip(axes, args):
+    for ax, arg in zip(axes, args, strict=True):
         leaves, treedef = jax.tree_util.tree_flatten(arg)
-        new = [fn(x) if a == 0 else x for x, a in zip(leaves, _leaf_axes(ax, arg))]
+        new = [fn(x) if a == 0 else x for x, a in zip(leaves, _leaf_axes(ax, arg), strict=True)]
         out.append(jax.tree_util.tree_unflatten(treedef, new))
     return tuple(out)
 
@@ -248,7 +248,8 @@ def _apply(fn, args, in_axes, mesh, axis_name):
         return PartitionSpec(axis_name) if ax == 0 else PartitionSpec()
 
     in_specs = tuple(
-        spec(ax) if ax is None or isinstance(ax, int)
+        spec(ax)
+        if ax is None or isinstance(ax, int)
         else jax.tree_util.tree_map(spec, ax, is_leaf=_is_none)
         for ax in in_axes
     )
@@ -323,7 +324,7 @@ def sharded_vmap(
         if jax.process_count() > 1:
             args = tuple(
                 _map_shared(lambda x: _place(np.asarray(x), replicated), a, ax)
-                for a, ax in zip(args, axes)
+                for a, ax in zip(args, axes, strict=True)
             )
         out = _apply(fn, args, tuple(axes), mesh_, axis_name)
         return jax.tree_util.tree_map(lambda y: _gather(y)[:size], out)
@@ -333,7 +334,7 @@ def sharded_vmap(
 
 def _map_shared(fn, arg, ax):
     leaves, treedef = jax.tree_util.tree_flatten(arg)
-    new = [x if a == 0 else fn(x) for x, a in zip(leaves, _leaf_axes(ax, arg))]
+    new = [x if a == 0 else fn(x) for x, a in zip(leaves, _leaf_axes(ax, arg), strict=True)]
     return jax.tree_util.tree_unflatten(treedef, new)
 
 
@@ -395,7 +396,7 @@ def rollout_batch(
     ts: Float[Array, " k"],
     p_axes: Any = 0,
     mu0s: Float[Array, "B m"] | None = None,
-    prescription: AbstractPrescription = DAlembert(),
+    prescription: AbstractPrescription = DAlembert(),  # noqa: B008 - an immutable Module
     shard: bool = False,
     mesh: Mesh | None = None,
     axis_name: str = _AXIS,
@@ -444,9 +445,7 @@ def rollout_batch(
     if q0s.ndim != 2:
         raise ValueError(f"`q0s` must have shape (B, n) (a batch of states), got {q0s.shape}")
     if qd0s.shape != q0s.shape:
-        raise ValueError(
-            f"`qd0s` must have the shape of `q0s` {q0s.shape}, got {qd0s.shape}"
-        )
+        raise ValueError(f"`qd0s` must have the shape of `q0s` {q0s.shape}, got {qd0s.shape}")
     if not jnp.issubdtype(q0s.dtype, jnp.inexact):
         q0s = q0s.astype(jnp.result_type(float))
     qd0s = qd0s.astype(q0s.dtype)

@@ -149,7 +149,9 @@ class VelocityConstraint(AbstractConstraint):
 
     Seed 002 "Nonlinear vakonomic constraints". Under `DAlembert` the reactions follow
     Chetaev's rule $R = (\partial F/\partial \dot q)^\top \lambda$; under `Vakonomic`
-    they carry the acceleration terms $-\mu^a \partial^2 F_a/\partial\dot q^2\,\ddot q$.
+    (with $\Lambda = L - \mu\cdot F$) they carry the acceleration terms
+    $+\mu^a \partial^2 F_a/\partial\dot q^2\,\ddot q$ (the seed writes $L + \mu F$, so its
+    $\mu$ is minus ours).
 
     **Arguments:**
 

@@ -110,16 +110,23 @@ def run_showcase(outdir: str = DEFAULT_OUT, quick: bool = False, sections=None) 
     t0 = time.perf_counter()
     for key, module, title in progress(chosen, "constrax showcase", total=len(chosen)):
         print(f"[showcase] {title} ...", flush=True)
-        ts = time.perf_counter()
+        ts, cs = time.perf_counter(), time.process_time()
         try:
             mod = importlib.import_module(f"constrax._showcase.{module}")
             res = mod.run(outdir, quick=quick)
-            results[key] = {"status": "ok", **res, "section_wall_s": time.perf_counter() - ts}
+            results[key] = {
+                "status": "ok",
+                **res,
+                "section_wall_s": time.perf_counter() - ts,
+                "section_cpu_s": time.process_time() - cs,
+            }
         except Exception as e:  # noqa: BLE001 - a failed section is reported, the rest still run
             traceback.print_exc()
             results[key] = {"status": "failed", "error": f"{type(e).__name__}: {e}"[:500]}
-        print(f"[showcase] {title}: {results[key]['status']} "
-              f"({time.perf_counter() - ts:.1f} s)", flush=True)
+        print(
+            f"[showcase] {title}: {results[key]['status']} ({time.perf_counter() - ts:.1f} s)",
+            flush=True,
+        )
     meta = {
         "constrax_version": constrax.__version__,
         "jax_version": jax.__version__,
@@ -137,10 +144,15 @@ def main(argv=None) -> int:
         prog="constrax-showcase",
         description="Run constrax on its built-in models; write figures and summary.md/json.",
     )
-    parser.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default ./{DEFAULT_OUT})")
+    parser.add_argument(
+        "--out", default=DEFAULT_OUT, help=f"output folder (default ./{DEFAULT_OUT})"
+    )
     parser.add_argument("--quick", action="store_true", help="reduced sizes (about a minute)")
     parser.add_argument(
-        "--sections", nargs="+", default=None, metavar="KEY",
+        "--sections",
+        nargs="+",
+        default=None,
+        metavar="KEY",
         help="run only these sections: " + ", ".join(k for k, _, _ in SECTIONS),
     )
     args = parser.parse_args(argv)
@@ -150,9 +162,11 @@ def main(argv=None) -> int:
         parser.error(str(e))
     failed = [k for k, v in summary.items() if k != "meta" and v.get("status") != "ok"]
     out = os.path.abspath(args.out)
-    print(f"\nconstrax showcase: {len(summary) - 1 - len(failed)} section(s) ok"
-          + (f", failed: {', '.join(failed)}" if failed else "")
-          + f"; total {summary['meta']['wall_s']:.1f} s")
+    print(
+        f"\nconstrax showcase: {len(summary) - 1 - len(failed)} section(s) ok"
+        + (f", failed: {', '.join(failed)}" if failed else "")
+        + f"; total {summary['meta']['wall_s']:.1f} s"
+    )
     print(f"Figures, summary.md and summary.json are in: {out}")
     return 1 if failed else 0
 

@@ -6,7 +6,6 @@ the rolling disk from the literature, and Newton-Euler balances of each body of 
 and link with accelerations from finite differences of the trajectory."""
 
 import diffrax
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np

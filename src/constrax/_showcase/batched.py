@@ -114,7 +114,12 @@ def run(outdir, quick: bool = False, *, batch: int | None = None, progress_bar: 
     for i in range(n_ref):
         p_i = {**p_shared, "tau_amp": ps["tau_amp"][i], "tau_freq": ps["tau_freq"][i]}
         ref = simulate(
-            model.system, q0s[i], qd0s[i], p_i, t1=T, saveat=diffrax.SaveAt(ts=ts),
+            model.system,
+            q0s[i],
+            qd0s[i],
+            p_i,
+            t1=T,
+            saveat=diffrax.SaveAt(ts=ts),
             stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-10),
             constraint_solver=KKT(),
         )
@@ -126,7 +131,9 @@ def run(outdir, quick: bool = False, *, batch: int | None = None, progress_bar: 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.2))
     for i in range(min(B, 60)):
         ax1.plot(np.asarray(q[i, :, 0]), np.asarray(q[i, :, 1]), lw=0.7)
-    ax1.set(xlabel="x [m]", ylabel="y [m]", title=f"snake carts, random steering ({min(B, 60)} shown)")
+    ax1.set(
+        xlabel="x [m]", ylabel="y [m]", title=f"snake carts, random steering ({min(B, 60)} shown)"
+    )
     ax1.set_aspect("equal", adjustable="datalim")
     ax2.hist2d(final_xy[:, 0], final_xy[:, 1], bins=40, cmap="viridis")
     ax2.set(xlabel="x(T) [m]", ylabel="y(T) [m]", title=f"final positions of {good.sum()} carts")

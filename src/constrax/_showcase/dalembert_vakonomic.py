@@ -32,8 +32,14 @@ from ._common import enable_x64, outpath, pyplot, stopwatch
 @eqx.filter_jit
 def _rollout(model, ts, prescription, mu0):
     traj = simulate(
-        model.system, model.q0, model.qd0, model.params, t1=ts[-1],
-        saveat=diffrax.SaveAt(ts=ts), prescription=prescription, mu0=mu0,
+        model.system,
+        model.q0,
+        model.qd0,
+        model.params,
+        t1=ts[-1],
+        saveat=diffrax.SaveAt(ts=ts),
+        prescription=prescription,
+        mu0=mu0,
         stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-10),
     )
     acc = traj.accelerations()
@@ -44,7 +50,10 @@ def _rollout(model, ts, prescription, mu0):
         acc.reactions, A
     )
     return dict(
-        q=traj.q, energy=traj.energy(), power=acc.reaction_power, virtual_work=vw,
+        q=traj.q,
+        energy=traj.energy(),
+        power=acc.reaction_power,
+        virtual_work=vw,
         residual=jnp.max(jnp.abs(traj.constraint_residual().velocity)),
         mu=traj.mu if traj.mu is not None else jnp.zeros((ts.shape[0], 1)),
     )
@@ -81,9 +90,7 @@ def run(outdir, quick: bool = False) -> dict:
     mu0 = 1.5
     with stopwatch() as sw:
         d = jax.tree_util.tree_map(np.asarray, _rollout(model, ts, DAlembert(), None))
-        v = jax.tree_util.tree_map(
-            np.asarray, _rollout(model, ts, Vakonomic(), jnp.array([mu0]))
-        )
+        v = jax.tree_util.tree_map(np.asarray, _rollout(model, ts, Vakonomic(), jnp.array([mu0])))
     k = float(model.params["k"])
     ref_d, ref_v = closed_forms(np.asarray(model.q0), np.asarray(model.qd0), k, mu0, np.asarray(ts))
 

@@ -30,7 +30,12 @@ GUESS = {"a": 0.2, "I": 0.3}
 def _positions(model, theta, ts):
     p = {**model.params, "a": theta[0], "I": theta[1]}
     traj = simulate(
-        model.system, model.q0, model.qd0, p, t1=ts[-1], saveat=diffrax.SaveAt(ts=ts),
+        model.system,
+        model.q0,
+        model.qd0,
+        p,
+        t1=ts[-1],
+        saveat=diffrax.SaveAt(ts=ts),
         stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-10),
         adjoint=diffrax.ForwardMode(),
     )
@@ -43,8 +48,11 @@ def _fit(model, ts, ys, sigma, theta0, max_steps):
         return ((_positions(model, jnp.exp(log_theta), ts) - ys) / sigma).ravel()
 
     sol = optx.least_squares(
-        residuals, optx.LevenbergMarquardt(rtol=1e-10, atol=1e-10), jnp.log(theta0),
-        max_steps=max_steps, throw=False,
+        residuals,
+        optx.LevenbergMarquardt(rtol=1e-10, atol=1e-10),
+        jnp.log(theta0),
+        max_steps=max_steps,
+        throw=False,
     )
     theta = jnp.exp(sol.value)
     J = jax.jacfwd(lambda th: ((_positions(model, th, ts) - ys) / sigma).ravel())(theta)
@@ -70,9 +78,7 @@ def run(outdir, quick: bool = False) -> dict:
     ys = clean + noise
     guess = jnp.array([GUESS["a"], GUESS["I"]])
     with stopwatch() as sw:
-        theta, cov, r, steps, ok = jax.block_until_ready(
-            _fit(model, ts, ys, sigma, guess, 100)
-        )
+        theta, cov, r, steps, ok = jax.block_until_ready(_fit(model, ts, ys, sigma, guess, 100))
     se = np.sqrt(np.diag(np.asarray(cov)))
     z = (np.asarray(theta) - np.asarray(truth)) / se
     fitted = _positions(model, theta, ts)

@@ -99,7 +99,9 @@ def run(outdir, quick: bool = False) -> dict:
     for k in range(int(np.floor(phi.min() / np.pi - 0.5)), int(np.ceil(phi.max() / np.pi)) + 1):
         ax.axhline(np.pi / 2 + k * np.pi, color="grey", lw=0.5, ls=":")
     ax.set_ylim(phi.min() - 0.2, phi.max() + 0.2)
-    ax.set(xlabel="t [s]", ylabel=r"$\phi$ [rad]", title=r"steering angle; dotted: $\phi=\pi/2+k\pi$")
+    ax.set(
+        xlabel="t [s]", ylabel=r"$\phi$ [rad]", title=r"steering angle; dotted: $\phi=\pi/2+k\pi$"
+    )
     ax = axes[0, 1]
     ax.semilogy(tsn, out["sigma_min"], label=r"$\sigma_\min(A)$")
     ax.set(xlabel="t [s]", title="smallest singular value of A (rank drop at the crossings)")

@@ -2,9 +2,10 @@ r"""Trajectory optimisation of a nonholonomic vehicle by gradient through `cx.si
 
 The dynamic car (`models.kinematic_car`): rear axle and steered front wheel that cannot
 slip sideways (two Pfaffian rows), driven by a force $F(t)$ along the heading and a
-steering torque $\tau(t)$, both piecewise linear in time (their knot values are the
-decision variables, read from the parameters). Task: from the model's initial state (moving at 1 m/s), reach
-a lane-change target pose $(x, y, \theta)$ at time $T$ with small effort:
+steering torque $\tau(t)$, both piecewise linear in time (their knot values are
+the decision variables, read from the parameters). Task: from the model's initial
+state (moving at 1 m/s), reach a lane-change target pose $(x, y, \theta)$ at time
+$T$ with small effort:
 
 $\min_u\ \tfrac12\big|(q(T) - q^\ast)_{x,y,\theta}/\epsilon\big|^2
 + \tfrac12 w\,\textstyle\sum_k |u_k|^2$,
@@ -49,7 +50,12 @@ def _model():
 def _rollout(model, knots, T, ts):
     p = {**model.params, "knots": knots, "T": T}
     traj = simulate(
-        model.system, model.q0, model.qd0, p, t1=T, saveat=diffrax.SaveAt(ts=ts),
+        model.system,
+        model.q0,
+        model.qd0,
+        p,
+        t1=T,
+        saveat=diffrax.SaveAt(ts=ts),
         stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-8),
         adjoint=diffrax.ForwardMode(),
     )
@@ -73,8 +79,11 @@ def _optimise(model, knots0, T, max_steps):
         return jnp.concatenate([(qT[:3] - target) / TOL, jnp.sqrt(EFFORT) * flat])
 
     sol = optx.least_squares(
-        residuals, optx.LevenbergMarquardt(rtol=1e-6, atol=1e-6), knots0.ravel(),
-        max_steps=max_steps, throw=False,
+        residuals,
+        optx.LevenbergMarquardt(rtol=1e-6, atol=1e-6),
+        knots0.ravel(),
+        max_steps=max_steps,
+        throw=False,
     )
     r0 = residuals(knots0.ravel(), None)
     r = residuals(sol.value, None)
@@ -94,9 +103,7 @@ def run(outdir, quick: bool = False) -> dict:
     T = jnp.asarray(3.0)
     knots0 = jnp.zeros((K, 2)).at[:, 0].set(0.2)
     with stopwatch() as sw:
-        knots, r0, r, steps, result = jax.block_until_ready(
-            _optimise(model, knots0, T, 100)
-        )
+        knots, r0, r, steps, result = jax.block_until_ready(_optimise(model, knots0, T, 100))
     ts = jnp.linspace(0.0, T, 301)
     q_before, _ = _trajectory(model, knots0, T, ts)
     q_after, res = _trajectory(model, knots, T, ts)

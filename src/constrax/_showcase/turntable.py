@@ -44,8 +44,11 @@ def _rollout(model, ts):
         stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-10),
     )
     res = traj.constraint_residual()
-    return traj.q, traj.stats["num_steps"], jnp.max(jnp.abs(res.velocity)), jnp.max(
-        jnp.abs(res.position)
+    return (
+        traj.q,
+        traj.stats["num_steps"],
+        jnp.max(jnp.abs(res.velocity)),
+        jnp.max(jnp.abs(res.position)),
     )
 
 
@@ -76,12 +79,20 @@ def run(outdir, quick: bool = False) -> dict:
     plt = pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.2))
     th = np.linspace(0, 2 * np.pi, 200)
-    ax1.plot(centre[0] + radius * np.cos(th), centre[1] + radius * np.sin(th), "k--", lw=1,
-             label="closed form")
+    ax1.plot(
+        centre[0] + radius * np.cos(th),
+        centre[1] + radius * np.sin(th),
+        "k--",
+        lw=1,
+        label="closed form",
+    )
     ax1.plot(xy[:, 0], xy[:, 1], lw=1.5, alpha=0.8, label="constrax")
     ax1.plot([0], [0], "r+", ms=12, label="table axis")
-    ax1.set(xlabel="x [m]", ylabel="y [m]",
-            title=rf"ball on a turntable, $\Omega$={float(model.params['Omega']):g} rad/s")
+    ax1.set(
+        xlabel="x [m]",
+        ylabel="y [m]",
+        title=rf"ball on a turntable, $\Omega$={float(model.params['Omega']):g} rad/s",
+    )
     ax1.set_aspect("equal", adjustable="datalim")
     ax1.legend(fontsize=8)
     ax2.semilogy(np.asarray(ts), pos_err + 1e-18)

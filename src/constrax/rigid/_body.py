@@ -265,14 +265,21 @@ class RigidBody(eqx.Module):
         the nearest rotation (`project_to_so3`). Returns `(q_body, qd_body)` of length
         `size`; concatenate blocks of several bodies in offset order.
         """
+        if frame not in ("spatial", "body"):
+            raise ValueError(f"`frame` must be 'spatial' or 'body', got {frame!r}")
         dtype = jnp.result_type(float)
         R = check_rotation(rotation, project=project)
-        x = self.orientation.from_rotation(R)
         r = check_point(position, "position", dtype)
         v = check_point(velocity, "velocity", dtype)
         w = check_point(angular_velocity, "angular_velocity", dtype)
-        xd = self.orientation.velocity_from_angular_velocity(x, w, frame)
-        return jnp.concatenate([r, x]), jnp.concatenate([v, xd])
+        return _block_state(self.orientation, R, r, v, w, frame)
+
+
+@eqx.filter_jit
+def _block_state(orientation, R, r, v, w, frame):
+    x = orientation.from_rotation(R)
+    xd = orientation.velocity_from_angular_velocity(x, w, frame)
+    return jnp.concatenate([r, x]), jnp.concatenate([v, xd])
 
 
 def check_point(X, name: str, dtype=None) -> Array:
