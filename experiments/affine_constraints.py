@@ -85,7 +85,13 @@ def _run_case(case, n, t1, n_save, rtol):
             qd0 = qd0 - WiAT @ jnp.linalg.solve(A @ WiAT, A @ qd0)
         mu0 = jnp.zeros(A.shape[0]) if "vakonomic" in case else None
         traj = cx.simulate(
-            system, q0, qd0, body, t1=t1, prescription=prescription, mu0=mu0,
+            system,
+            q0,
+            qd0,
+            body,
+            t1=t1,
+            prescription=prescription,
+            mu0=mu0,
             saveat=diffrax.SaveAt(ts=jnp.linspace(0.0, t1, n_save)),
             stepsize_controller=diffrax.PIDController(rtol=rtol, atol=rtol),
         )
@@ -123,9 +129,11 @@ def run(outdir, quick: bool = False) -> dict:
     start = time.time()
     for n in dims:
         results = {case: _run_case(case, n, t1, n_save, rtol) for case in CASES}
-        fig, axes = plt.subplots(1, len(CASES), figsize=(3.0 * len(CASES), 3.2), sharex=True, sharey=True)
+        fig, axes = plt.subplots(
+            1, len(CASES), figsize=(3.0 * len(CASES), 3.2), sharex=True, sharey=True
+        )
         snaps = np.linspace(0, n_save - 1, 6).astype(int)
-        for ax, case in zip(axes, CASES):
+        for ax, case in zip(axes, CASES, strict=True):
             ts, Q, _, _ = results[case]
             phi = np.asarray(Q["phi"])
             for j, i in enumerate(snaps):
@@ -135,7 +143,9 @@ def run(outdir, quick: bool = False) -> dict:
             ax.set_title(case, fontsize=9)
             ax.set_aspect("equal")
         axes[0].legend(fontsize=6, loc="lower left")
-        fig.suptitle(f"{n}D affine body: deformed shape over time (line: image of material axis a^1)")
+        fig.suptitle(
+            f"{n}D affine body: deformed shape over time (line: image of material axis a^1)"
+        )
         fig.tight_layout()
         path = os.path.join(outdir, f"affine_constraints_shapes_{n}d.png")
         fig.savefig(path, dpi=110)
@@ -161,7 +171,8 @@ def run(outdir, quick: bool = False) -> dict:
             axes[1].plot(ts, Q["det_phi"], label=case)
             axes[2].semilogy(ts, np.max(np.abs(S - S[0]), axis=(1, 2)) + tiny, label=case)
             axes[3].semilogy(ts, np.asarray(resid) + tiny, label=case)
-        for ax, title in zip(axes, ("|E - E0|", "det phi", "max |S - S0|", "constraint residual")):
+        titles = ("|E - E0|", "det phi", "max |S - S0|", "constraint residual")
+        for ax, title in zip(axes, titles, strict=True):
             ax.set_title(title)
             ax.set_xlabel("t")
         axes[1].legend(fontsize=7)

@@ -123,11 +123,10 @@ def run(outdir: str, quick: bool = False) -> dict:
     ax1.plot(data0[:, 0], data0[:, 1], "k.", ms=4, label=f"observations ($\\sigma$={sigma:g})")
     ax1.set_xlabel("x [m]")
     ax1.set_ylabel("y [m]")
-    ax1.set_aspect("equal")
     ax1.set_title("snake cart: data and fit (seed 0)")
     ax1.legend(fontsize=8)
     for i, k in enumerate(NAMES):
-        ax2.errorbar(np.arange(len(zs)) + 0.2 * i, zs[:, i], yerr=1.0, fmt="o", ms=3, label=k)
+        ax2.plot(np.arange(len(zs)) + 0.2 * i, zs[:, i], "o", ms=4, label=k)
     ax2.axhspan(-1.96, 1.96, color="0.9")
     ax2.set_xlabel("noise seed")
     ax2.set_ylabel("(estimate - truth) / reported std")

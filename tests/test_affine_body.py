@@ -123,14 +123,22 @@ def test_gyroscopic_affine_body_obeys_euler_equations_with_inertia_trJ_minus_J(r
         return jnp.linalg.solve(I, jnp.cross(I @ w, w))
 
     ref = diffrax.diffeqsolve(
-        diffrax.ODETerm(euler), diffrax.Tsit5(), 0.0, 4.0, None, w0,
-        saveat=diffrax.SaveAt(ts=ts), stepsize_controller=diffrax.PIDController(rtol=1e-13, atol=1e-13),
+        diffrax.ODETerm(euler),
+        diffrax.Tsit5(),
+        0.0,
+        4.0,
+        None,
+        w0,
+        saveat=diffrax.SaveAt(ts=ts),
+        stepsize_controller=diffrax.PIDController(rtol=1e-13, atol=1e-13),
         max_steps=100_000,
     )
     assert np.max(np.abs(w_body - ref.ys)) <= 1e-9
 
 
-def test_gyroscopic_affine_body_conserves_energy_and_spin_and_reaction_dipole_is_symmetric(rigid_run):
+def test_gyroscopic_affine_body_conserves_energy_and_spin_and_reaction_dipole_is_symmetric(
+    rigid_run,
+):
     body, w0, ts, traj = rigid_run
     Q = af.affine_quantities(traj)
     assert np.ptp(Q.energy) <= 1e-10
@@ -145,8 +153,13 @@ def test_unconstrained_hyperelastic_body_conserves_spin_energy_and_has_symmetric
     body = af.AffineBody(1.0, J3, g=G3, eta=ETA3, potential=af.StVenantKirchhoff(2.0, 1.0))
     q0, qd0 = af.affine_state(body, jnp.zeros(3), PHI3, jnp.array([0.2, 0.0, 0.1]), 0.5 * W3)
     traj = simulate(
-        af.affine_system(), q0, qd0, body, t1=3.0,
-        saveat=diffrax.SaveAt(ts=jnp.linspace(0.0, 3.0, 31)), stepsize_controller=TOL,
+        af.affine_system(),
+        q0,
+        qd0,
+        body,
+        t1=3.0,
+        saveat=diffrax.SaveAt(ts=jnp.linspace(0.0, 3.0, 31)),
+        stepsize_controller=TOL,
     )
     Q = af.affine_quantities(traj)
     assert np.ptp(Q.energy) <= 1e-10
@@ -210,3 +223,22 @@ def test_wrong_coordinate_count_raises():
 def test_non_body_parameters_raise():
     with pytest.raises(TypeError, match="needs p = an AffineBody"):
         cx.accelerations(af.affine_system(), 0.0, jnp.zeros(6), jnp.zeros(6), {"m": 1.0})
+
+
+def test_bad_mass_potential_and_state_shapes_raise():
+    with pytest.raises(Exception, match="`mass` must be positive"):
+        af.AffineBody(-1.0, J3)
+    with pytest.raises(TypeError, match="`potential` must be an AbstractPotential"):
+        af.AffineBody(1.0, J3, potential=lambda r, phi: 0.0)
+    body = af.AffineBody(1.0, J3)
+    with pytest.raises(ValueError, match=r"`phi_dot` must have shape \(3, 3\)"):
+        af.affine_state(body, jnp.zeros(3), PHI3, jnp.zeros(3), jnp.zeros((2, 2)))
+    with pytest.raises(ValueError, match=r"`phi` must have shape \(n, n\) = \(3, 3\)"):
+        af.join(jnp.zeros(3), jnp.zeros((2, 2)))
+
+
+def test_affine_quantities_needs_an_affine_body_trajectory():
+    system = cx.System(lagrangian=lambda t, q, qd, p: 0.5 * qd @ qd)
+    traj = cx.simulate(system, jnp.zeros(1), jnp.ones(1), None, t1=0.1)
+    with pytest.raises(TypeError, match="simulated with p = an AffineBody"):
+        af.affine_quantities(traj)

@@ -23,8 +23,14 @@ def _loss_fn(system, det0=None):
             Om = jnp.linalg.solve(PHI0.T, PHID0.T).T
             qd0 = af.join(jnp.zeros(2), (Om - jnp.trace(Om) / 2 * jnp.eye(2)) @ PHI0)
         traj = cx.simulate(
-            system, q0, qd0, body, t1=1.0, dt0=0.02,
-            solver=diffrax.Tsit5(), stepsize_controller=diffrax.ConstantStepSize(),
+            system,
+            q0,
+            qd0,
+            body,
+            t1=1.0,
+            dt0=0.02,
+            solver=diffrax.Tsit5(),
+            stepsize_controller=diffrax.ConstantStepSize(),
         )
         phi = traj.q[-1, 2:].reshape(2, 2)
         return jnp.sum(phi * jnp.array([[1.0, -2.0], [0.5, 3.0]])) + jnp.sum(traj.qd[-1] ** 2)

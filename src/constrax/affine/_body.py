@@ -112,7 +112,9 @@ class AffineBody(eqx.Module):
         return self.n + self.n * self.n
 
 
-def split(body: AffineBody, q: Float[Array, " d"]) -> tuple[Float[Array, " n"], Float[Array, "n n"]]:
+def split(
+    body: AffineBody, q: Float[Array, " d"]
+) -> tuple[Float[Array, " n"], Float[Array, "n n"]]:
     """`(r, phi)` from generalized coordinates (or velocities) `q` of shape `(n + n^2,)`.
 
     **Example:** `r, phi = split(body, q)`.
@@ -143,7 +145,7 @@ def affine_state(
     r_dot: Float[ArrayLike, " n"],
     phi_dot: Float[ArrayLike, "n n"],
 ) -> tuple[Float[Array, " d"], Float[Array, " d"]]:
-    r"""Initial state `(q, qd)` from $(r, \varphi, \dot r, \dot\varphi)$, checking $\varphi\in GL^+(n)$.
+    r"""Initial state `(q, qd)` from $(r,\varphi,\dot r,\dot\varphi)$, checking $\det\varphi>0$.
 
     An affine configuration needs $\det\varphi > 0$ (seed 002: $\varphi\in GL(n)$ connected
     to the reference); a singular $\varphi$ or one with negative determinant raises
@@ -153,7 +155,9 @@ def affine_state(
     """
     n = body.n
     arrs = [jnp.asarray(x, dtype=body.J.dtype) for x in (r, phi, r_dot, phi_dot)]
-    for name, x, shape in zip(("r", "phi", "r_dot", "phi_dot"), arrs, [(n,), (n, n)] * 2):
+    for name, x, shape in zip(
+        ("r", "phi", "r_dot", "phi_dot"), arrs, [(n,), (n, n)] * 2, strict=True
+    ):
         if x.shape != shape:
             raise ValueError(f"`{name}` must have shape {shape} for n={n}, got {x.shape}")
     r, phi, r_dot, phi_dot = arrs
@@ -167,13 +171,15 @@ def affine_state(
     phi = eqx.error_if(
         phi,
         det < 0,
-        "`phi` has negative determinant at the start: an affine configuration must have det phi > 0",
+        "`phi` has negative determinant at the start: an affine configuration must have "
+        "det phi > 0",
     )
     return join(r, phi), join(r_dot, phi_dot)
 
 
 def kinetic_energy(body: AffineBody, qd: Float[Array, " d"]) -> Float[Array, ""]:
-    r"""$T = \frac M2 g_{ij}\dot r^i\dot r^j + \frac12 g_{ij}\dot\varphi^i{}_K\dot\varphi^j{}_L J^{KL}$ (seed 002).
+    r"""Kinetic energy (seed 002)
+    $T = \frac M2 g_{ij}\dot r^i\dot r^j + \frac12 g_{ij}\dot\varphi^i{}_K\dot\varphi^j{}_L J^{KL}$.
 
     **Example:** `kinetic_energy(body, qd)`.
     """

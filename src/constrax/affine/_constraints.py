@@ -60,7 +60,7 @@ def isochoric(det0: Float[ArrayLike, ""]) -> Holonomic:
 
 
 def conformal_factor(body: AffineBody, q: Float[Array, " d"]) -> Float[Array, ""]:
-    r"""The conformal factor $\lambda = \operatorname{tr}(\eta^{-1}G)/n$ of $G = \lambda\eta$ (seed 002).
+    r"""The conformal factor $\lambda = \operatorname{tr}(\eta^{-1}G)/n$ of $G = \lambda\eta$.
 
     **Example:** `conformal_factor(body, q)`.
     """
@@ -77,7 +77,7 @@ _CONFORMAL_COLLAPSE = (
 
 
 def conformal() -> Holonomic:
-    r"""Conformal constraint $g_{ij}\varphi^i{}_A\varphi^j{}_B = \lambda\eta_{AB}$, $\lambda > 0$ free.
+    r"""Conformal constraint $\varphi^\top g\varphi = \lambda\eta$ with free $\lambda > 0$.
 
     Seed 002, "Constraints implied by linear conformal group": rotations and dilatations,
     $\Omega = \omega + \alpha 1$. $\lambda$ is eliminated: with $\eta = CC^\top$ and
@@ -106,7 +106,8 @@ def rotation_free_one_form(body: AffineBody, q: Float[Array, " d"]) -> Float[Arr
     r"""Rows $\omega(q)$ of the rotation-free constraint: the $i<j$ entries of
     $g\Omega - (g\Omega)^\top$ as linear forms in $\dot q$, $\Omega = \dot\varphi\varphi^{-1}$.
 
-    $\partial(g\dot\varphi\varphi^{-1})_{ij}/\partial\dot\varphi^k{}_A = g_{ik}(\varphi^{-1})^A{}_j$.
+    $\partial(g\dot\varphi\varphi^{-1})_{ij}/\partial\dot\varphi^k{}_A
+    = g_{ik}(\varphi^{-1})^A{}_j$.
 
     **Example:** `rotation_free_one_form(body, q) @ qd` is the skew part of $g\Omega$.
     """

@@ -13,9 +13,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 
-def green_tensor(
-    phi: Float[Array, "n n"], g: Float[Array, "n n"]
-) -> Float[Array, "n n"]:
+def green_tensor(phi: Float[Array, "n n"], g: Float[Array, "n n"]) -> Float[Array, "n n"]:
     r"""Green deformation tensor $G = \varphi^\top g\,\varphi$ (seed 002, "Polar decomposition").
 
     **Example:** `green_tensor(phi, jnp.eye(3))`.

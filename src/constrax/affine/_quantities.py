@@ -39,7 +39,7 @@ def affine_velocity(body: AffineBody, q, qd) -> Float[Array, "n n"]:
 
 
 def comoving_affine_velocity(body: AffineBody, q, qd) -> Float[Array, "n n"]:
-    r"""Co-moving affine velocity $\hat\Omega = \varphi^{-1}\dot\varphi = \varphi^{-1}\Omega\varphi$ (seed 002).
+    r"""Co-moving affine velocity $\hat\Omega = \varphi^{-1}\dot\varphi$.
 
     **Example:** `comoving_affine_velocity(body, q, qd)`.
     """
@@ -49,7 +49,9 @@ def comoving_affine_velocity(body: AffineBody, q, qd) -> Float[Array, "n n"]:
 
 
 def affine_spin(body: AffineBody, q, qd) -> Float[Array, "n n"]:
-    r"""Affine spin $K^{ij} = \varphi^i{}_K\dot\varphi^j{}_L J^{KL}$, i.e. $K = \varphi J\dot\varphi^\top$ (seed 002).
+    r"""Affine spin $K^{ij} = \varphi^i{}_K\dot\varphi^j{}_L J^{KL}$ (seed 002).
+
+    As a matrix, $K = \varphi J\dot\varphi^\top$.
 
     **Example:** `affine_spin(body, q, qd)`.
     """
@@ -81,7 +83,7 @@ def force(body: AffineBody, q) -> Float[Array, " n"]:
 
 
 def dipole(body: AffineBody, q) -> Float[Array, "n n"]:
-    r"""Dipole of forces $N^{ij} = -\varphi^i{}_A\,\partial V/\partial\varphi^k{}_A\,g^{kj}$ (seed 002).
+    r"""Dipole of forces $N^{ij} = -\varphi^i{}_A\,\partial V/\partial\varphi^k{}_A\,g^{kj}$.
 
     **Example:** `dipole(body, q)`.
     """

@@ -10,7 +10,8 @@ $$\hat\omega = U^{-1}\dot U = \tfrac12[A^{-1}, \dot A],$$
 
 so a rotation-free motion is a curve $A(t)$ of symmetric matrices plus the reconstruction
 $\dot U = U\hat\omega$, $\varphi = UA$. With $X = \dot A + \hat\omega A = \tfrac12(B + \dot A)$,
-$B = A^{-1}\dot AA$, the internal kinetic energy $\tfrac12\operatorname{tr}(\dot\varphi J\dot\varphi^\top)
+$B = A^{-1}\dot AA$, the internal kinetic energy
+$\tfrac12\operatorname{tr}(\dot\varphi J\dot\varphi^\top)
 = \tfrac12\operatorname{tr}(XJX^\top)$ becomes
 
 $$T^\mathrm{Vak}_\mathrm{int} = \tfrac18\operatorname{tr}(\dot AJ\dot A)
@@ -24,10 +25,12 @@ $\tfrac18$ (`seed_vakonomic_kinetic` is the seed's literal form; the difference 
 exactly $\tfrac38\operatorname{tr}(\dot AJ\dot A)$).
 
 **Seed typos (usual equations).** From $\varphi J\ddot\varphi^\top = N + N_R$ with $N_R$
-antisymmetric and $\ddot\varphi = U(\ddot A + 2\hat\omega\dot A + \dot{\hat\omega}A + \hat\omega^2A)$,
+antisymmetric and
+$\ddot\varphi = U(\ddot A + 2\hat\omega\dot A + \dot{\hat\omega}A + \hat\omega^2A)$,
 the symmetric part of
 
-$$AJ\ddot A - AJ\dot A\,c - \tfrac12 AJA\,\dot c + \tfrac14 AJA\,c^2 = \bar N, \qquad c = [A^{-1}, \dot A],$$
+$$AJ\ddot A - AJ\dot A\,c - \tfrac12 AJA\,\dot c + \tfrac14 AJA\,c^2 = \bar N,
+\qquad c = [A^{-1}, \dot A],$$
 
 holds, $\bar N = U^\top NU = A\hat NA$. The seed's tensor equation has $-AJ\,\dot c$ in
 the third term (should be $-AJ\dot A\,c$: its own explicit form has $\dot A$ there) and
@@ -76,7 +79,9 @@ def commutator(X, Y):
     return X @ Y - Y @ X
 
 
-def rotation_free_omega_hat(A: Float[Array, "n n"], A_dot: Float[Array, "n n"]) -> Float[Array, "n n"]:
+def rotation_free_omega_hat(
+    A: Float[Array, "n n"], A_dot: Float[Array, "n n"]
+) -> Float[Array, "n n"]:
     r"""$\hat\omega = \tfrac12[A^{-1}, \dot A]$ (seed 002, "Polar decomposition (cont.)").
 
     **Example:** `rotation_free_omega_hat(A, A_dot)`.
@@ -86,7 +91,7 @@ def rotation_free_omega_hat(A: Float[Array, "n n"], A_dot: Float[Array, "n n"]) 
 
 def vakonomic_kinetic(A, A_dot, J) -> Float[Array, ""]:
     r"""$T^\mathrm{Vak}_\mathrm{int}(A, \dot A) = \tfrac12\operatorname{tr}(XJX^\top)$,
-    $X = \dot A + \hat\omega A$, $\hat\omega = \tfrac12[A^{-1}, \dot A]$ (first principles; module docstring).
+    $X = \dot A + \hat\omega A$, $\hat\omega = \tfrac12[A^{-1}, \dot A]$ (first principles).
 
     **Example:** `vakonomic_kinetic(A, A_dot, J)`.
     """
@@ -145,7 +150,7 @@ def reduced_vakonomic_system(body: AffineBody) -> System:
 
 
 def reduced_dipole(body: AffineBody, A) -> Float[Array, "n n"]:
-    r"""$\bar N = A\hat NA = -2A\,(\partial V/\partial G)\,A$ for a hyperelastic $V(G)$, $G = A^2$ (seed 002)."""
+    r"""$\bar N = A\hat NA = -2A\,(\partial V/\partial G)\,A$ for hyperelastic $V(G)$, $G = A^2$."""
     if body.potential is None:
         return jnp.zeros_like(A)
     VG = jax.grad(lambda G: _V(body, G))(A @ A)
@@ -173,7 +178,8 @@ def usual_rotation_free_residual(A, A_dot, A_ddot, J, Nbar) -> Float[Array, "n n
 def seed_usual_terms(A, A_dot, A_ddot, J) -> dict[str, Float[Array, "n n"]]:
     r"""The four left-hand terms of the seed's usual tensor equation, literally, next to the
     first-principles ones (module docstring): keys `"T1"`, `"T2"`, `"T3_seed"`, `"T3"`,
-    `"T4_seed"` ($\tfrac14AJA\,\dot c^2$), `"T4_seed_alt"` ($\tfrac14AJA\,\tfrac{d}{dt}c^2$), `"T4"`.
+    `"T4_seed"` ($\tfrac14AJA\,\dot c^2$), `"T4_seed_alt"` ($\tfrac14AJA\,\tfrac{d}{dt}c^2$),
+    `"T4"`.
 
     **Example:** `seed_usual_terms(A, Ad, Add, J)["T3_seed"]`.
     """
@@ -279,7 +285,8 @@ def vakonomic_spin_free_mu0(body: AffineBody, q, qd) -> Float[Array, " k"]:
     r"""Initial multipliers of `rotation_free()` under `cx.Vakonomic()` for which the generic
     engine reproduces the reduced $T^\mathrm{Vak}_\mathrm{int}$ motion.
 
-    Solves (least squares) $\operatorname{skew}\big(\varphi\,(\partial\Lambda/\partial\dot\varphi)^\top
+    Solves (least squares)
+    $\operatorname{skew}\big(\varphi\,(\partial\Lambda/\partial\dot\varphi)^\top
     g^{-1}\big) = 0$ for $\mu$, $\Lambda = L - \mu\cdot\omega(q)\dot q$: the momentum of
     $\Lambda$ conjugate to spatial rotations vanishes (module docstring). For $g = 1$ this is
     $\mu_{ij} = -S_{ij}/2$, $i < j$.

@@ -235,11 +235,7 @@ class IdentificationProblem(AbstractProblem):
         def segment(q0, qd0, t0, t1, ts, index, valid):
             traj = self._simulate(params, ts, q0=q0, qd0=qd0, t0=t0, t1=t1, project=project)
             pred = obs.predict(ts[:-1], traj.q[:-1], traj.qd[:-1], params)
-            r = pred - obs.values[index]
-            if obs.sigma is not None:
-                r = r / obs.sigma
-            r = jnp.where(obs.mask[index] & valid[:, None], r, 0.0)
-            return r, traj.q[-1], traj.qd[-1]
+            return obs.residuals(pred, index, valid), traj.q[-1], traj.qd[-1]
 
         args = (q0s, qd0s, layout.starts, layout.ends, layout.save_ts, layout.index, layout.valid)
         if S == 1:  # no vmap: keeps `AutoSolver`'s lax.cond a cond (vmap runs both branches)
@@ -295,8 +291,9 @@ def uncertainty(problem: IdentificationProblem, params: Params) -> Uncertainty:
     r"""Standard errors of the fitted parameters at `params` (usually `solve(...).params`).
 
     $\operatorname{Cov}\hat\theta \approx s^2 (J^\top J)^{-1}$ with
-    $J = \partial r/\partial\theta$ of the single-shooting whitened residuals (seed-free:
-    the classical Gauss–Newton / Fisher-information approximation). Valid for small
+    $J = \partial r/\partial\theta$ of the single-shooting whitened residuals (the
+    classical Gauss–Newton / Fisher-information approximation; $s^2 = 1$ when the
+    observations carry their noise `sigma`, else the residual variance). Valid for small
     noise, where the model is nearly linear in $\theta$ over the spread of the estimate.
 
     **Returns:** an `Uncertainty`.

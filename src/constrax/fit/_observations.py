@@ -150,10 +150,16 @@ class Observations(eqx.Module):
             return q[:, np.asarray(self.coordinates)]
         return q
 
-    def residuals(self, predicted: Float[Array, "k d"], mask=None) -> Float[Array, "k d"]:
-        """Whitened residuals $(h - y)/\\sigma$, zero at missing entries."""
-        r = predicted - self.values
+    def residuals(self, predicted: Float[Array, "k d"], index=None, valid=None) -> Array:
+        """Whitened residuals $(h - y)/\\sigma$, zero at missing entries.
+
+        `index` selects the observation rows `predicted` stands for (default all);
+        `valid` `(k,)` additionally masks rows (padding of shooting segments)."""
+        values = self.values if index is None else self.values[index]
+        mask = self.mask if index is None else self.mask[index]
+        if valid is not None:
+            mask = mask & valid[:, None]
+        r = predicted - values
         if self.sigma is not None:
             r = r / self.sigma
-        m = self.mask if mask is None else self.mask & mask
-        return jnp.where(m, r, 0.0)
+        return jnp.where(mask, r, 0.0)

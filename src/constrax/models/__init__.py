@@ -14,3 +14,12 @@ from ._wheeled import (
     snake_cart as snake_cart,
     vertical_rolling_disk as vertical_rolling_disk,
 )
+from ._rigid_models import (
+    ball_on_turntable as ball_on_turntable,
+    disk_and_link as disk_and_link,
+    disk_and_link_contact_force as disk_and_link_contact_force,
+    free_rigid_body as free_rigid_body,
+    rolling_disk_spin_rate as rolling_disk_spin_rate,
+    tilted_rolling_disk as tilted_rolling_disk,
+    turntable_orbit as turntable_orbit,
+)

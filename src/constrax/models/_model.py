@@ -76,8 +76,10 @@ def resolve_params(
         default = jnp.asarray(default, dtype=dtype)
         if key in overrides:
             value = jnp.asarray(overrides[key])
-            if not jnp.issubdtype(value.dtype, jnp.inexact):
-                value = value.astype(dtype)
+            # An explicit dtype also drops weak typing (Python floats), which would otherwise
+            # make jitted code recompile when a default is overridden.
+            keep = jnp.issubdtype(value.dtype, jnp.inexact)
+            value = jnp.asarray(value, dtype=value.dtype if keep else dtype)
             if value.shape != default.shape:
                 raise ValueError(
                     f"{model}: parameter {key!r} must have shape {default.shape}, got {value.shape}"
