@@ -292,3 +292,28 @@ def test_holonomic_affine_constraints_give_dalembert_motion_under_vakonomic(name
     qdd_d, qdd_v, lam, mu_dot = _both_prescriptions(system, q, qd, ISO_BODY, mu)
     np.testing.assert_allclose(qdd_v, qdd_d, atol=1e-12)
     np.testing.assert_allclose(mu_dot, lam, atol=1e-11)
+
+
+def test_rotation_free_with_metrics_keeps_g_omega_symmetric_and_reaction_dipole_antisymmetric():
+    # Omega g-symmetric: g Omega symmetric. Rows vanish on such velocities, the reaction
+    # dipole N_R^{ij} is antisymmetric and d/dt skew(g Omega) = 0 along the solved qdd.
+    body = af.AffineBody(1.0, J3, g=G3, eta=ETA3, potential=SVK)
+    Om = jnp.linalg.solve(G3, SYM3)
+    q, qd = af.affine_state(body, jnp.zeros(3), PHI_ISO, jnp.zeros(3), Om @ PHI_ISO)
+    system = af.affine_system(af.rotation_free())
+
+    @eqx.filter_jit
+    def check(q, qd, body):
+        out = cx.accelerations(system, 0.0, q, qd, body)
+        gOm = lambda q_, qd_: body.g @ af.affine_velocity(body, q_, qd_)
+        d_gOm = jax.jvp(gOm, (q, qd), (qd, out.qdd))[1]
+        rows = af.rotation_free_one_form(body, q) @ qd
+        return rows, af.reaction_dipole(body, q, out.reactions), d_gOm, gOm(q, qd)
+
+    rows, NR, d_gOm, gOm = check(q, qd, body)
+    assert np.max(np.abs(_skew(af.affine_velocity(body, q, qd)))) > 1e-2  # Omega itself is not
+    assert np.max(np.abs(rows)) <= 1e-14
+    assert np.max(np.abs(_skew(gOm))) <= 1e-14
+    assert np.max(np.abs(NR)) > 1e-3
+    assert np.max(np.abs(_sym(NR))) <= 1e-12
+    assert np.max(np.abs(_skew(d_gOm))) <= 1e-12

@@ -7,11 +7,14 @@ here every cell must run without error, and the notebooks must be stored without
 import os
 import pathlib
 
+import jax
 import pytest
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
+# Short runs: XLA's compile time dominates, so compile with fewer LLVM passes.
+FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
 NOTEBOOKS = sorted((pathlib.Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 
 
@@ -30,7 +33,14 @@ def test_notebooks_exist_and_have_no_outputs():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_executes(path, tmp_path):
     nb = nbformat.read(path, as_version=4)
-    env = {"JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"), "MPLBACKEND": "Agg"}
+    env = {
+        "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
+        "MPLBACKEND": "Agg",
+        "XLA_FLAGS": (os.environ.get("XLA_FLAGS", "") + " " + FAST_COMPILE).strip(),
+    }
+    if jax.config.jax_compilation_cache_dir:  # share conftest's persistent compile cache
+        env["JAX_COMPILATION_CACHE_DIR"] = jax.config.jax_compilation_cache_dir
+        env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.5"
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # inherited by the kernel process
     try:

@@ -12,9 +12,13 @@ import os
 import subprocess
 import sys
 
+import jax
 import pytest
 
 from constrax.showcase import SECTIONS, main, write_summary
+
+# The quick runs are short, so XLA's compile time dominates: compile with fewer LLVM passes.
+FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +29,11 @@ def quick_run(tmp_path_factory):
         JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"),
         CONSTRAX_NO_PROGRESS="1",
         MPLBACKEND="Agg",
+        XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " " + FAST_COMPILE).strip(),
     )
+    if jax.config.jax_compilation_cache_dir:  # share conftest's persistent compile cache
+        env["JAX_COMPILATION_CACHE_DIR"] = jax.config.jax_compilation_cache_dir
+        env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.5"
     proc = subprocess.run(
         [sys.executable, "-m", "constrax.showcase", "--quick", "--out", str(out)],
         env=env,

@@ -271,7 +271,7 @@ def constraint_terms(
         else:
             fn = lambda t_, q_, qd_, con=con: con.velocity_residual(t_, q_, qd_, p).astype(q.dtype)
             blocks.append(_linearized_rows(fn, t, q, qd))
-    return tuple(jnp.concatenate(parts) for parts in zip(*blocks))
+    return tuple(jnp.concatenate(parts) for parts in zip(*blocks, strict=True))
 
 
 def constraint_bias(system: System, t, q, qd, p) -> tuple[Float[Array, " m"], Float[Array, " m"]]:

@@ -47,8 +47,10 @@ def _fmt(v) -> str:
         return "yes" if v else "no"
     if isinstance(v, float):
         return f"{v:.4g}"
-    if isinstance(v, list | tuple) and len(v) > 8:
-        return f"[{len(v)} values]"
+    if isinstance(v, list | tuple):
+        if len(v) > 8:
+            return f"[{len(v)} values]"
+        return "[" + ", ".join(_fmt(x) for x in v) + "]"
     return str(v)
 
 

@@ -84,7 +84,9 @@ def conformal() -> Holonomic:
     $\tilde G = C^{-1}GC^{-\top}$, the rows are the off-diagonal entries of $\tilde G$
     and the differences $\tilde G_{ii} - \tilde G_{i+1,i+1}$: $n(n+1)/2 - 1$ independent
     holonomic rows. Reaction dipoles are symmetric and $g$-traceless. Reaching
-    $\det\varphi \le 0$ (i.e. $\lambda\to 0$, a collapse through a point) raises.
+    $\det\varphi \le 0$ (i.e. $\lambda\to 0$, a collapse through a point) raises. In 2D
+    $-1\in SO(2)$, so a collapse through the point keeps $\det\varphi > 0$ on both sides and
+    is only caught if a step lands on $\det\varphi \le 0$; in 3D it flips the sign and is.
 
     **Example:** `affine_system(conformal())`.
     """
