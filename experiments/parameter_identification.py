@@ -62,6 +62,10 @@ def run(outdir: str, quick: bool = False) -> dict:
     clean = simulate(true)
     guess = {**true, "J_b": true["J_b"] * 1.3, "J_w": true["J_w"] * 0.7, "l": true["l"] * 1.1}
 
+    # One `free` function object for every problem: jitted solves are cached on it, so a
+    # new lambda per problem would recompile each fit.
+    free = lambda p: (p["J_b"], p["J_w"], p["l"])  # noqa: E731
+
     def problem(values, shooting=fit.SingleShooting()):
         return fit.IdentificationProblem(
             model.system,
@@ -69,7 +73,7 @@ def run(outdir: str, quick: bool = False) -> dict:
             q0,
             qd0,
             true,
-            free=lambda p: (p["J_b"], p["J_w"], p["l"]),
+            free=free,
             transforms=fit.Positive(),
             shooting=shooting,
             adjoint=diffrax.ForwardMode(),

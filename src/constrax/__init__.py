@@ -64,6 +64,6 @@ from ._stabilisation import (
 )
 from ._system import System as System, mass_matrix as mass_matrix
 
-from . import affine as affine, models as models, rigid as rigid
+from . import affine as affine, fit as fit, models as models, rigid as rigid
 
 __version__ = "0.1.0"

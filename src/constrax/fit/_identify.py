@@ -49,7 +49,9 @@ class IdentificationProblem(AbstractProblem):
     - `params`: the full parameter pytree: it fixes the structure and the values of the
       parameters that are not fitted.
     - `free`: `where(params) -> subtree` selecting the fitted leaves, as in
-      `eqx.tree_at` (default: all of `params`). Say which combinations are
+      `eqx.tree_at` (default: all of `params`). Compiled solves are cached on this
+      function object: reuse one `free` across problems that differ only in data (e.g.
+      noise seeds) to compile once. Say which combinations are
       identifiable: e.g. without a known external force only mass *ratios* are.
     - `transforms`: a pytree prefix of `free(params)` with `cx.fit.Positive()`,
       `cx.fit.Bounded(a, b)` or `cx.fit.Identity()` leaves (default identity).
