@@ -329,3 +329,21 @@ def test_sharded_rollouts_equal_unsharded_on_four_devices():
     assert res["steps_equal"] and res["success"]
     # The batch really is split: device k handles members 2k and 2k+1.
     assert res["owner"] == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+# --------------------------------------------------------------------------------------
+# Core fix found while batching: `simulate` with parameters given as Python scalars only
+# (no array leaf to thread `eqx.error_if` onto) used to fail with "No arrays to thread
+# error on to"; such parameters are concrete and are now checked at trace time.
+
+
+def test_python_scalar_params_are_checked_at_trace_time():
+    from constrax._simulate import _check_finite
+
+    p = {"m": 1.0, "g": 9.81, "l": 1.0}
+    assert _check_finite(p, "p") is p
+    with pytest.raises(ValueError, match="`p` contains NaN or inf"):
+        _check_finite({"m": float("nan")}, "p")
+    with pytest.raises(ValueError, match="`p` contains NaN or inf"):
+        q0s, qd0s = _pendulum_states([0.3])
+        cx.simulate(PENDULUM, q0s[0], qd0s[0], {**p, "g": float("inf")}, t1=1.0)

@@ -6,6 +6,7 @@ accelerations and multipliers under the Lagrange–d'Alembert or vakonomic presc
 and integrates with diffrax.
 """
 
+from . import affine as affine, fit as fit, models as models, rigid as rigid
 from ._compare import (
     PrescriptionComparison as PrescriptionComparison,
     compare_prescriptions as compare_prescriptions,
@@ -52,9 +53,9 @@ from ._simulate import (
     simulate as simulate,
 )
 from ._solve import (
+    KKT as KKT,
     AbstractConstraintSolver as AbstractConstraintSolver,
     AutoSolver as AutoSolver,
-    KKT as KKT,
     UdwadiaKalaba as UdwadiaKalaba,
 )
 from ._stabilisation import (
@@ -63,7 +64,5 @@ from ._stabilisation import (
     Projection as Projection,
 )
 from ._system import System as System, mass_matrix as mass_matrix
-
-from . import affine as affine, fit as fit, models as models, rigid as rigid
 
 __version__ = "0.1.0"

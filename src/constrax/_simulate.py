@@ -15,8 +15,13 @@ import optimistix as optx
 from jaxtyping import Array, Float
 
 from ._custom_types import Params
-from ._diagnostics import ConstraintResidual, ConstraintRank, constraint_rank, effective_energy
-from ._diagnostics import energy as _energy
+from ._diagnostics import (
+    ConstraintRank,
+    ConstraintResidual,
+    constraint_rank,
+    effective_energy,
+    energy as _energy,
+)
 from ._dynamics import Accelerations, _step, accelerations, check_mu
 from ._prescriptions import AbstractPrescription, DAlembert
 from ._solve import AbstractConstraintSolver, AutoSolver, UdwadiaKalaba
@@ -331,9 +336,7 @@ def simulate(
             "initial_tolerance."
             for name in names
         ]
-        q0 = eqx.branched_error_if(
-            q0, jnp.max(viol) > initial_tolerance, jnp.argmax(viol), msgs
-        )
+        q0 = eqx.branched_error_if(q0, jnp.max(viol) > initial_tolerance, jnp.argmax(viol), msgs)
     if stepsize_controller is None:
         stepsize_controller = diffrax.PIDController(rtol=1e-8, atol=1e-8)
     if saveat is None:

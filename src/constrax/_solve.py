@@ -49,7 +49,7 @@ def _default_rtol(dtype) -> float:
 
 
 class AbstractConstraintSolver(eqx.Module):
-    """Factor $(W, A)$ once; then solve for $(\\ddot q, \\lambda)$ and project onto $A\\delta = r$."""
+    """Factor $(W, A)$ once; solve for $(\\ddot q, \\lambda)$; project onto $A\\delta = r$."""
 
     @abc.abstractmethod
     def factor(self, W: Float[Array, "n n"], A: Float[Array, "m n"]):

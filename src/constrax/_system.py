@@ -125,7 +125,9 @@ def constraint_row_counts(system: System, t, q, qd, p) -> tuple[int, ...]:
         if isinstance(con, Holonomic):
             shape = _shape(con.g, t, q, p)
             if len(shape) > 1:
-                raise ValueError(f"{label}: g(t, q, p) must return a scalar or shape (k,), got {shape}")
+                raise ValueError(
+                    f"{label}: g(t, q, p) must return a scalar or shape (k,), got {shape}"
+                )
             k = shape[0] if shape else 1
         elif isinstance(con, Pfaffian):
             shape = _shape(con.omega, t, q, p)
@@ -158,14 +160,15 @@ def constraint_row_counts(system: System, t, q, qd, p) -> tuple[int, ...]:
 def row_names(system: System, t, q, qd, p) -> list[str]:
     """A label `"name[i]"` for every stacked constraint row."""
     counts = constraint_row_counts(system, t, q, qd, p)
-    return [f"{con.name}[{i}]" for con, k in zip(system.constraints, counts) for i in range(k)]
+    pairs = zip(system.constraints, counts, strict=True)
+    return [f"{con.name}[{i}]" for con, k in pairs for i in range(k)]
 
 
 def holonomic_mask(system: System, t, q, qd, p) -> np.ndarray:
     """Static boolean mask of the stacked rows that come from holonomic constraints."""
     counts = constraint_row_counts(system, t, q, qd, p)
     return np.concatenate(
-        [np.full(k, con.holonomic) for con, k in zip(system.constraints, counts)]
+        [np.full(k, con.holonomic) for con, k in zip(system.constraints, counts, strict=True)]
         or [np.zeros(0, bool)]
     )
 

@@ -7,13 +7,6 @@ from ._particles import (
     nonholonomic_particle as nonholonomic_particle,
 )
 from ._pendula import pendulum_chain as pendulum_chain
-from ._wheeled import (
-    chaplygin_sleigh as chaplygin_sleigh,
-    kinematic_car as kinematic_car,
-    knife_edge as knife_edge,
-    snake_cart as snake_cart,
-    vertical_rolling_disk as vertical_rolling_disk,
-)
 from ._rigid_models import (
     ball_on_turntable as ball_on_turntable,
     disk_and_link as disk_and_link,
@@ -22,4 +15,11 @@ from ._rigid_models import (
     rolling_disk_spin_rate as rolling_disk_spin_rate,
     tilted_rolling_disk as tilted_rolling_disk,
     turntable_orbit as turntable_orbit,
+)
+from ._wheeled import (
+    chaplygin_sleigh as chaplygin_sleigh,
+    kinematic_car as kinematic_car,
+    knife_edge as knife_edge,
+    snake_cart as snake_cart,
+    vertical_rolling_disk as vertical_rolling_disk,
 )
