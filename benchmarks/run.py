@@ -222,6 +222,290 @@ def particle_vakonomic_hand_vf(t, y, p):
 
 
 # ----------------------------------------------------------------------------------------
+# Case 4: rigid bodies in 3-D (`cx.models.tilted_rolling_disk`, `cx.models.ball_on_turntable`),
+# unit quaternion + norm row. Written out by hand below; quaternion algebra only.
+#
+# q = (r, Q), Q = (w, x, y, z), s = |Q|^2 (not assumed 1: the hand-written field is the same
+# ODE as constrax's off the constraint manifold too). With G(Q) P = vec(conj(Q) (x) P) and
+# E(Q) P = vec(P (x) conj(Q)):
+#   body    Omega = (2/s) G(Q) Qd,   spatial omega = (2/s) E(Q) Qd,
+#   T_rot = 1/2 Omega^T I Omega  =>  M_Q = (4/s^2) G^T I G,
+#   Euler-Lagrange: M_Q Qdd = (4 sd/s^2) G^T I Omega - (4/s) G(Qd)^T I Omega
+#                             - (2/s) (Omega^T I Omega) Q + ...,   sd = 2 Q.Qd,
+# using G(Qd) Qd = 0 and G(delta) Qd = -G(Qd) delta.
+
+RIGID_T1 = 10.0
+
+
+def _quat_G(Q):
+    """`G(Q) P = vec(conj(Q) (x) P)` (3x4): body angular velocity `Omega = (2/s) G(Q) Qd`."""
+    w, x, y, z = Q
+    return jnp.stack(
+        [jnp.stack([-x, w, z, -y]), jnp.stack([-y, -z, w, x]), jnp.stack([-z, y, -x, w])]
+    )
+
+
+def _quat_E(Q):
+    """`E(Q) P = vec(P (x) conj(Q))` (3x4): spatial angular velocity `omega = (2/s) E(Q) Qd`."""
+    w, x, y, z = Q
+    return jnp.stack(
+        [jnp.stack([-x, w, -z, y]), jnp.stack([-y, z, w, -x]), jnp.stack([-z, -y, x, w])]
+    )
+
+
+def _hat(v):
+    zero = jnp.zeros_like(v[0])
+    return jnp.stack(
+        [
+            jnp.stack([zero, -v[2], v[1]]),
+            jnp.stack([v[2], zero, -v[0]]),
+            jnp.stack([-v[1], v[0], zero]),
+        ]
+    )
+
+
+def _rigid_terms(q, qd, mass, inertia):
+    """Mass matrix `W` (7x7) and velocity-dependent force `h` (7,) of
+    `T = 1/2 m |rd|^2 + 1/2 Omega^T diag(inertia) Omega` in `q = (r, Q)`, plus
+    `(s, sd, omega, E)` for the constraints."""
+    Q, Qd = q[3:], qd[3:]
+    s = Q @ Q
+    sd = 2.0 * Q @ Qd
+    G = _quat_G(Q)
+    Om = (2.0 / s) * (G @ Qd)
+    IOm = inertia * Om
+    WQ = (4.0 / s**2) * (G.T * inertia) @ G
+    hQ = (4.0 * sd / s**2) * (G.T @ IOm) - (4.0 / s) * (_quat_G(Qd).T @ IOm)
+    hQ = hQ - (2.0 / s) * (Om @ IOm) * Q
+    W = jnp.zeros((7, 7), q.dtype).at[:3, :3].set(mass * jnp.eye(3, dtype=q.dtype))
+    W = W.at[3:, 3:].set(WQ)
+    h = jnp.concatenate([jnp.zeros(3, q.dtype), hQ])
+    E = _quat_E(Q)
+    omega = (2.0 / s) * (E @ Qd)
+    return W, h, s, sd, omega, E
+
+
+def _saddle_solve(W, f, A, bias):
+    m = A.shape[0]
+    K = jnp.block([[W, A.T], [A, jnp.zeros((m, m), W.dtype)]])
+    sol = jnp.linalg.solve(K, jnp.concatenate([f, -bias]))
+    return sol[: W.shape[0]]
+
+
+def _norm_row(q, qd):
+    """Holonomic |Q|^2 - 1 = 0: row (0, 2Q), bias 2|Qd|^2."""
+    Q, Qd = q[3:], qd[3:]
+    return jnp.concatenate([jnp.zeros(3, q.dtype), 2.0 * Q]), 2.0 * Qd @ Qd
+
+
+def rolling_disk_hand_vf(t, y, p):
+    r"""Tilted rolling disk written out by hand (quaternion + norm row).
+
+    Symmetry axis $e = Re_3 = (2(wy + xz), 2(yz - wx), w^2 - x^2 - y^2 + z^2)/s$,
+    $c = e_z$, $\sin\theta = \sqrt{1 - c^2}$; lowest rim point
+    $\Delta = -a(e_z - ce)/\sin\theta$. Rows: norm; height $r_z - a\sin\theta = 0$ with
+    $\partial c/\partial Q = \tfrac2s((w, -x, -y, z) - cQ)$ and bias
+    $a[(c/\sin\theta)\,\dot Q^\top\nabla^2c\,\dot Q + \dot c^2/\sin^3\theta]$; no slip
+    $T(\dot r - \Delta\times\omega) = 0$ (rows $e_x, e_y$) with bias
+    $-T((\dot\Delta - \tfrac{\dot s}{s}\Delta)\times\omega)$, $\dot e = \omega\times e$.
+    Gravity on $r_z$, viscous rolling/spin friction torque $\tau$ as $\tfrac2sE^\top\tau$.
+    """
+    q, qd = y
+    m, a = p["mass"], p["radius"]
+    inertia = jnp.stack([p["I1"], p["I1"], p["I3"]])
+    W, h, s, sd, omega, E = _rigid_terms(q, qd, m, inertia)
+    Q, Qd = q[3:], qd[3:]
+    w, x, yq, z = Q
+    wd, xd, yd, zd = Qd
+    zero = jnp.zeros_like(w)
+    ez = jnp.array([0.0, 0.0, 1.0], q.dtype)
+    e = jnp.stack([2 * (w * yq + x * z), 2 * (yq * z - w * x), w * w - x * x - yq * yq + z * z]) / s
+    c = e[2]
+    st = jnp.sqrt(1.0 - c * c)
+    # norm row
+    A0, b0 = _norm_row(q, qd)
+    # height row
+    dc = (2.0 / s) * (jnp.stack([w, -x, -yq, z]) - c * Q)
+    cd = dc @ Qd
+    Nddot = 2.0 * (wd * wd - xd * xd - yd * yd + zd * zd)
+    cdd0 = (Nddot - c * 2.0 * (Qd @ Qd) - 2.0 * cd * sd) / s  # Qd^T Hess(c) Qd
+    A1 = jnp.concatenate([jnp.stack([zero, zero, 1.0 + zero]), (a * c / st) * dc])
+    b1 = a * ((c / st) * cdd0 + cd * cd / st**3)
+    # no-slip rows
+    delta = -a * (ez - c * e) / st
+    ed = jnp.cross(omega, e)
+    delta_d = a * (cd * e + c * ed) / st - a * (ez - c * e) * c * cd / st**3
+    A_slip = jnp.concatenate(
+        [jnp.eye(3, dtype=q.dtype)[:2], -(2.0 / s) * (_hat(delta) @ E)[:2]], axis=1
+    )
+    b_slip = -jnp.cross(delta_d - (sd / s) * delta, omega)[:2]
+    A = jnp.concatenate([A0[None], A1[None], A_slip])
+    bias = jnp.concatenate([b0[None], b1[None], b_slip])
+    # forces: gravity, viscous rolling and spin friction torque
+    tau = -p["c_roll"] * (omega - omega[2] * ez) - p["c_spin"] * omega[2] * ez
+    f = h + jnp.concatenate([jnp.stack([zero, zero, -m * p["g"]]), (2.0 / s) * (E.T @ tau)])
+    return qd, _saddle_solve(W, f, A, bias)
+
+
+def turntable_hand_vf(t, y, p):
+    r"""Ball on a turntable written out by hand (quaternion + norm row).
+
+    $\Delta = -ae_z$ (constant); rows: norm; height $r_z - a = 0$ (bias 0); no slip
+    $T(\dot r - \Delta\times\omega - \Omega e_z\times(r + \Delta)) = 0$, affine and
+    rheonomic, acceleration bias $T(\tfrac{\dot s}{s}\Delta\times\omega
+    - \Omega e_z\times\dot r - \dot\Omega e_z\times(r + \Delta))$ with $\dot\Omega = 0$.
+    """
+    q, qd = y
+    m, a, Om_t = p["mass"], p["radius"], p["Omega"]
+    Ib = p["k"] * m * a**2
+    W, h, s, sd, omega, E = _rigid_terms(q, qd, m, Ib * jnp.ones(3, q.dtype))
+    zero = jnp.zeros_like(a)
+    A0, b0 = _norm_row(q, qd)
+    A1 = jnp.zeros(7, q.dtype).at[2].set(1.0)
+    delta = jnp.stack([zero, zero, -a])
+    A_slip = jnp.concatenate(
+        [jnp.eye(3, dtype=q.dtype)[:2], -(2.0 / s) * (_hat(delta) @ E)[:2]], axis=1
+    )
+    rd = qd[:3]
+    Omega_dot = 0.0  # constant table rate: the d/dt of the rheonomic term vanishes
+    xc = q[:3] + delta
+    b_slip = (sd / s) * jnp.cross(delta, omega)[:2] - Om_t * jnp.stack([-rd[1], rd[0]])
+    b_slip = b_slip - Omega_dot * jnp.stack([-xc[1], xc[0]])
+    A = jnp.concatenate([A0[None], A1[None], A_slip])
+    bias = jnp.concatenate([b0[None], jnp.zeros(1, q.dtype), b_slip])
+    f = h + jnp.concatenate([jnp.stack([zero, zero, -m * p["g"]]), jnp.zeros(4, q.dtype)])
+    return qd, _saddle_solve(W, f, A, bias)
+
+
+RIGID_MODELS = {
+    "rolling_disk": (lambda: cx.models.tilted_rolling_disk(), rolling_disk_hand_vf),
+    "turntable": (lambda: cx.models.ball_on_turntable(), turntable_hand_vf),
+}
+
+
+def rigid_model(name: str):
+    """`(model, hand_vf)` of a rigid case (`"rolling_disk"` or `"turntable"`)."""
+    build, vf = RIGID_MODELS[name]
+    return build(), vf
+
+
+def make_rigid_rollouts(name: str, t1: float = RIGID_T1, dt0: float = DT0):
+    model, vf = rigid_model(name)
+    system = model.system
+
+    def constrax_fn(q0, qd0, p):
+        return constrax_rollout(system, q0, qd0, p, t1=t1, dt0=dt0, stabilisation=None)
+
+    def hand_fn(q0, qd0, p):
+        return hand_rollout(vf, (q0, qd0), p, t1=t1, dt0=dt0)
+
+    return {"constrax": constrax_fn, "hand": hand_fn}
+
+
+def rigid_args(name: str):
+    model, _ = rigid_model(name)
+    return model.q0, model.qd0, model.params
+
+# ----------------------------------------------------------------------------------------
+# Case 5: parameter identification (issue 5): gradient of a trajectory-matching loss.
+
+FIT_TS = np.linspace(0.2, T1, 50)  # 50 observation times of the snake cart on [0, 10]
+FIT_TRUE = {"m_b": 1.2, "J_w": 0.22, "tau": 0.35}  # "true" values that generate the data
+
+
+def _fit_simulate(system, q0, qd0, p, ts, dt0: float = DT0):
+    return cx.simulate(
+        system,
+        q0,
+        qd0,
+        p,
+        t0=0.0,
+        t1=float(ts[-1]),
+        dt0=dt0,
+        solver=diffrax.Tsit5(),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        saveat=diffrax.SaveAt(ts=jnp.asarray(ts)),
+        adjoint=diffrax.RecursiveCheckpointAdjoint(),
+        max_steps=MAX_STEPS,
+        constraint_solver=cx.KKT(),
+    )
+
+
+def fit_data(ts=FIT_TS) -> jax.Array:
+    """Snake-cart coordinates `(len(ts), 4)` simulated with `FIT_TRUE` (noise-free data)."""
+    p = {**snake_params(), **{k: jnp.asarray(v) for k, v in FIT_TRUE.items()}}
+    q0, qd0 = snake_initial_state()
+    return jax.jit(lambda p: _fit_simulate(snake_system(), q0, qd0, p, ts).q)(p)
+
+
+def make_fit_functions(ts=FIT_TS, data=None) -> dict[str, Callable]:
+    """Forward losses and their gradients, all functions of `(p, z, q0, qd0, data)`.
+
+    - `loss` / `grad`: $\\sum_k |q(t_k; p) - y_k|^2$ through `cx.simulate` (KKT, Tsit5,
+      fixed step, `SaveAt(ts=...)`, `RecursiveCheckpointAdjoint`), and `jax.grad` of it
+      with respect to the whole parameter dict.
+    - `hand_loss` / `hand_grad`: the same with the hand-written snake-cart vector field.
+    - `problem_residuals` / `problem_grad`: `cx.fit.IdentificationProblem.residuals(z)`
+      (same settings, $\\sigma = 1$, all parameters free) and `jax.grad` of
+      `problem.loss` $= \\tfrac12|r|^2$.
+    """
+    system = snake_system()
+    data = fit_data(ts) if data is None else data
+    q0, qd0 = snake_initial_state()
+    problem = cx.fit.IdentificationProblem(
+        system,
+        cx.fit.Observations(ts, data, sigma=1.0),
+        q0,
+        qd0,
+        snake_params(),
+        dt0=DT0,
+        stepsize_controller=diffrax.ConstantStepSize(),
+        adjoint=diffrax.RecursiveCheckpointAdjoint(),
+        max_steps=MAX_STEPS,
+        constraint_solver=cx.KKT(),
+    )
+    kw = _solve_kwargs(float(ts[-1]), DT0)
+    kw["saveat"] = diffrax.SaveAt(ts=jnp.asarray(ts))
+
+    def loss(p, q0, qd0, data):
+        q = _fit_simulate(system, q0, qd0, p, ts).q
+        return jnp.sum((q - data) ** 2)
+
+    def hand_loss(p, q0, qd0, data):
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(snake_hand_vf),
+            kw["solver"],
+            kw["t0"],
+            kw["t1"],
+            kw["dt0"],
+            (q0, qd0),
+            args=p,
+            saveat=kw["saveat"],
+            stepsize_controller=kw["stepsize_controller"],
+            adjoint=kw["adjoint"],
+            max_steps=kw["max_steps"],
+        )
+        return jnp.sum((sol.ys[0] - data) ** 2)
+
+    return {
+        "loss": lambda p, z, q0, qd0, data: loss(p, q0, qd0, data),
+        "grad": lambda p, z, q0, qd0, data: jax.grad(loss)(p, q0, qd0, data),
+        "hand_loss": lambda p, z, q0, qd0, data: hand_loss(p, q0, qd0, data),
+        "hand_grad": lambda p, z, q0, qd0, data: jax.grad(hand_loss)(p, q0, qd0, data),
+        "problem_residuals": lambda p, z, q0, qd0, data: problem.residuals(z),
+        "problem_grad": lambda p, z, q0, qd0, data: jax.grad(problem.loss)(z),
+        "_problem": problem,
+    }
+
+
+def fit_args(ts=FIT_TS):
+    """`(p, z, q0, qd0, data)` for `make_fit_functions(ts, data)`."""
+    data = fit_data(ts)
+    p = snake_params()
+    z = make_fit_functions(ts, data)["_problem"].init(p)
+    return (p, z, *snake_initial_state(), data)
+
+# ----------------------------------------------------------------------------------------
 # Contenders as pure functions of arrays (jit-able), built fresh on each call.
 
 
@@ -294,10 +578,14 @@ def snake_batch(batch: int):
 def smoke(case: str = "snake", t1: float = 0.05):
     """Final states of constrax and the hand-written reference after a few steps.
 
-    `case` is `"snake"`, `"particle_dalembert"` or `"particle_vakonomic"`.
-    Returns `(constrax_final, hand_final)` as tuples of arrays.
+    `case` is `"snake"`, `"particle_dalembert"`, `"particle_vakonomic"`,
+    `"rolling_disk"` or `"turntable"`. Returns `(constrax_final, hand_final)` as tuples of
+    arrays.
     """
-    if case == "snake":
+    if case in RIGID_MODELS:
+        fns = make_rigid_rollouts(case, t1=t1)
+        args = rigid_args(case)
+    elif case == "snake":
         fns = make_snake_rollouts(t1=t1)
         args = (*snake_initial_state(), snake_params())
     elif case in ("particle_dalembert", "particle_vakonomic"):
@@ -357,7 +645,11 @@ def _compile_summary(wall: list[tuple], cpu: list[tuple]) -> dict:
 
 
 def run_times(
-    factories: dict[str, Callable[[], Callable]], args, repeats: int, compile_repeats: int = 1
+    factories: dict[str, Callable[[], Callable]],
+    args,
+    repeats: int,
+    compile_repeats: int = 1,
+    pair: tuple[str, str] | None = ("constrax", "hand"),
 ):
     """Compile, then time steady-state calls (after warm-up), contenders interleaved.
 
@@ -368,6 +660,8 @@ def run_times(
     (`time.perf_counter`) and process CPU time (`time.process_time`, all threads): on a
     shared, oversubscribed machine the wall time includes time spent waiting for a core,
     the CPU time does not.
+
+    Ratios `pair[0] / pair[1]` are added (none when `pair` is `None`).
 
     Returns `(timings, compile_times, outputs)`.
     """
@@ -390,20 +684,22 @@ def run_times(
             _block(f(*args))
             wall[name].append(time.perf_counter() - t0)
             cpu[name].append(time.process_time() - c0)
-    timings = _add_ratios({name: _stats(wall[name], cpu[name]) for name in names})
+    timings = {name: _stats(wall[name], cpu[name]) for name in names}
     compiles = {name: _compile_summary(cwall[name], ccpu[name]) for name in names}
-    for key in ("total_min_s", "total_cpu_min_s"):
-        compiles[f"ratio_{key[:-2]}"] = compiles["constrax"][key] / compiles["hand"][key]
+    if pair is not None:
+        _add_ratios(timings, *pair)
+        for key in ("total_min_s", "total_cpu_min_s"):
+            compiles[f"ratio_{key[:-2]}"] = compiles[pair[0]][key] / compiles[pair[1]][key]
     return timings, compiles, outputs
 
 
-def _ratio(res: dict, key: str = "min_s") -> float:
-    return res["constrax"][key] / res["hand"][key]
+def _ratio(res: dict, key: str = "min_s", num: str = "constrax", den: str = "hand") -> float:
+    return res[num][key] / res[den][key]
 
 
-def _add_ratios(res: dict) -> dict:
+def _add_ratios(res: dict, num: str = "constrax", den: str = "hand", prefix: str = "") -> dict:
     for key in ("min_s", "median_s", "cpu_min_s", "cpu_median_s"):
-        res[f"ratio_{key[:-2]}"] = _ratio(res, key)
+        res[f"{prefix}ratio_{key[:-2]}"] = _ratio(res, key, num, den)
     return res
 
 
@@ -471,6 +767,70 @@ def bench_particle(cfg: dict) -> dict:
         res["final_state_max_abs_diff"] = _max_abs_diff(finals["constrax"], finals["hand"])
         res["target"] = _verdict(res["rollout"], 1.2)
         out[label] = res
+    return out
+
+
+def bench_rigid(cfg: dict) -> dict:
+    out = {"t1": RIGID_T1, "dt0": DT0, "n_steps": round(RIGID_T1 / DT0)}
+    for name in RIGID_MODELS:
+        print(f"  {name}", flush=True)
+        args = rigid_args(name)
+        res = {}
+        res["rollout"], res["compile_rollout"], finals = run_times(
+            {k: (lambda k=k, name=name: make_rigid_rollouts(name)[k]) for k in ("constrax", "hand")},
+            args,
+            cfg["repeats"],
+            cfg["compile_repeats"],
+        )
+        res["final_state_max_abs_diff"] = _max_abs_diff(finals["constrax"], finals["hand"])
+        res["target"] = _verdict(res["rollout"], 1.2)
+        out[name] = res
+    return out
+
+
+def bench_fit(cfg: dict) -> dict:
+    """Reverse-mode gradient of the identification loss vs the forward loss (issue 5)."""
+    p, z, q0, qd0, data = fit_args()
+    args = (p, z, q0, qd0, data)
+    names = ("loss", "grad", "hand_loss", "hand_grad", "problem_residuals", "problem_grad")
+    out = {
+        "t1": float(FIT_TS[-1]),
+        "dt0": DT0,
+        "n_steps": round(float(FIT_TS[-1]) / DT0),
+        "n_obs": len(FIT_TS),
+        "true_params": FIT_TRUE,
+    }
+    timings, compiles, outs = run_times(
+        {k: (lambda k=k: make_fit_functions(FIT_TS, data)[k]) for k in names},
+        args,
+        cfg["grad_repeats"],
+        cfg["grad_compile_repeats"],
+        pair=None,
+    )
+    # grad / forward ratios (same run), and constrax / hand for each measure
+    _add_ratios(timings, "grad", "loss", "grad_over_loss_")
+    _add_ratios(timings, "hand_grad", "hand_loss", "hand_grad_over_loss_")
+    _add_ratios(timings, "problem_grad", "problem_residuals", "problem_grad_over_residuals_")
+    _add_ratios(timings, "loss", "hand_loss", "loss_constrax_over_hand_")
+    _add_ratios(timings, "grad", "hand_grad", "grad_constrax_over_hand_")
+    out["timings"], out["compile"] = timings, compiles
+    out["loss_value"] = float(outs["loss"])
+    out["problem_loss_value"] = float(0.5 * jnp.sum(outs["problem_residuals"] ** 2))
+    out["loss_max_abs_diff_hand"] = abs(float(outs["loss"]) - float(outs["hand_loss"]))
+    out["grad_max_abs_diff_hand"] = _max_abs_diff(outs["grad"], outs["hand_grad"])
+    # problem.loss = 1/2 |r|^2 = 1/2 loss (sigma = 1, all parameters free, identity transform)
+    out["problem_grad_max_abs_diff"] = _max_abs_diff(
+        jax.tree_util.tree_map(lambda g: 2.0 * g, outs["problem_grad"][0]), outs["grad"]
+    )
+    target = 4.0
+    out["targets"] = {
+        key: {
+            "ratio_max": target,
+            "met_cpu_time": timings[f"{key}_ratio_cpu_min"] <= target,
+            "met_wall_time": timings[f"{key}_ratio_min"] <= target,
+        }
+        for key in ("grad_over_loss", "problem_grad_over_residuals", "hand_grad_over_loss")
+    }
     return out
 
 
@@ -622,6 +982,14 @@ def markdown(res: dict) -> str:
             r = pa[label]
             row(f"particle {label}, {pa['n_steps']} steps", "rollout", r["rollout"], r["target"])
             crow(f"particle {label} rollout", r["compile_rollout"])
+    rg = res.get("rigid")
+    if rg:
+        for label in RIGID_MODELS:
+            r = rg[label]
+            row(
+                f"{RIGID_LABELS[label]}, {rg['n_steps']} steps", "rollout", r["rollout"], r["target"]
+            )
+            crow(f"{RIGID_LABELS[label]} rollout", r["compile_rollout"])
     lines += compile_lines
     b = res.get("batched")
     if b:
@@ -655,9 +1023,72 @@ def markdown(res: dict) -> str:
             f"particle {k} {pa[k]['final_state_max_abs_diff']:.1e}"
             for k in ("dalembert", "vakonomic")
         ]
+    if rg:
+        agree += [
+            f"{RIGID_LABELS[k]} {rg[k]['final_state_max_abs_diff']:.1e}" for k in RIGID_MODELS
+        ]
     if agree:
         lines += ["", "Max |constrax − hand-written| at t1: " + "; ".join(agree) + "."]
+    fi = res.get("fit")
+    if fi:
+        lines += _fit_markdown(fi, res["config"])
     return "\n".join(lines) + "\n"
+
+
+RIGID_LABELS = {"rolling_disk": "tilted rolling disk", "turntable": "ball on turntable"}
+
+
+def _fit_markdown(fi: dict, cfg: dict) -> list[str]:
+    t = fi["timings"]
+
+    def cell(name):
+        r = t[name]
+        return (
+            f"{_ms(r['cpu_min_s'])} ({_ms(r['cpu_median_s'])}) | "
+            f"{_ms(r['min_s'])} ({_ms(r['median_s'])})"
+        )
+
+    out = [
+        "",
+        f"Parameter identification (issue 5): snake cart, {fi['n_steps']} Tsit5 steps, loss "
+        f"= sum of squared differences of q at {fi['n_obs']} times against data simulated "
+        f"with {fi['true_params']}; `jax.grad` with respect to the whole parameter dict, "
+        "`RecursiveCheckpointAdjoint`. Per call, minimum (median) over "
+        f"{cfg['grad_repeats']} interleaved repeats, in ms; ratio = gradient / forward, of "
+        "the minima:",
+        "",
+        "| contender | forward CPU | forward wall | gradient CPU | gradient wall "
+        "| ratio CPU | ratio wall | target | met (CPU / wall) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for label, fwd, grd, key in (
+        ("constrax `jit(loss)` / `jit(grad(loss))`", "loss", "grad", "grad_over_loss"),
+        (
+            "`cx.fit.IdentificationProblem`: `residuals` / `grad(loss)`",
+            "problem_residuals",
+            "problem_grad",
+            "problem_grad_over_residuals",
+        ),
+        ("hand-written vector field (reference)", "hand_loss", "hand_grad", "hand_grad_over_loss"),
+    ):
+        v = fi["targets"][key]
+        out.append(
+            f"| {label} | {cell(fwd)} | {cell(grd)} | {t[f'{key}_ratio_cpu_min']:.2f} | "
+            f"{t[f'{key}_ratio_min']:.2f} | ≤ {v['ratio_max']} | "
+            f"{_yes(v['met_cpu_time'])} / {_yes(v['met_wall_time'])} |"
+        )
+    c = fi["compile"]
+    out += [
+        "",
+        f"constrax / hand-written, CPU time: forward {t['loss_constrax_over_hand_ratio_cpu_min']:.2f}, "
+        f"gradient {t['grad_constrax_over_hand_ratio_cpu_min']:.2f}. Compile (CPU s, min): "
+        + ", ".join(f"{k} {c[k]['total_cpu_min_s']:.2f}" for k in c)
+        + ". Agreement: |loss − hand| "
+        f"{fi['loss_max_abs_diff_hand']:.1e}, max |grad − hand| "
+        f"{fi['grad_max_abs_diff_hand']:.1e}, max |2·grad(problem.loss) − grad(loss)| "
+        f"{fi['problem_grad_max_abs_diff']:.1e}.",
+    ]
+    return out
 
 
 CONFIGS = {
@@ -690,7 +1121,7 @@ def main(argv=None) -> dict:
     parser.add_argument(
         "--only",
         nargs="*",
-        choices=["snake", "particle", "batched"],
+        choices=["snake", "particle", "batched", "rigid", "fit"],
         default=None,
         help="run a subset of the cases",
     )
@@ -702,7 +1133,7 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     mode = "quick" if args.quick else "full"
     cfg = CONFIGS[mode]
-    cases = args.only or ["snake", "particle", "batched"]
+    cases = args.only or ["snake", "particle", "batched", "rigid", "fit"]
     start = time.perf_counter()
     res = {"mode": mode, "config": cfg, "note": args.note, "machine": machine_info()}
     res["section_wall_s"] = {}
@@ -710,6 +1141,8 @@ def main(argv=None) -> dict:
         ("snake", "snake cart", bench_snake),
         ("particle", "nonholonomic particle", bench_particle),
         ("batched", "batched snake cart", bench_batched),
+        ("rigid", "rigid bodies (rolling disk, ball on turntable)", bench_rigid),
+        ("fit", "parameter identification gradient", bench_fit),
     ):
         if case in cases:
             print(f"{label} ...", flush=True)

@@ -255,6 +255,8 @@ def test_error_mesh_axis_name():
         sharded_vmap(lambda x: x, mesh="cpu")
     with pytest.raises(TypeError, match="`fn` must be callable"):
         sharded_vmap(3)
+    with pytest.raises(ValueError, match="`device_batch` must be a positive integer"):
+        sharded_vmap(lambda x: x, mesh=batch_mesh(), device_batch=0)
 
 
 def test_error_pad_multiple():
@@ -288,11 +290,14 @@ _SHARDED_SCRIPT = textwrap.dedent(
               stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-10))
     plain = rollout_batch(system, q0s, qd0s, ps, **kw)
     sharded = rollout_batch(system, q0s, qd0s, ps, shard=True, **kw)
+    # one member at a time per device (lax.map), as used for large per-device batches
+    chunked = rollout_batch(system, q0s, qd0s, ps, shard=True, device_batch=1, **kw)
     owner = sharded_vmap(lambda x: jax.lax.axis_index("batch") + 0 * x)(jnp.arange(8.0))
     print("RESULT" + json.dumps({
         "shape": list(sharded.q.shape),
         "max_dq": float(jnp.max(jnp.abs(plain.q - sharded.q))),
         "max_dqd": float(jnp.max(jnp.abs(plain.qd - sharded.qd))),
+        "max_dq_chunked": float(jnp.max(jnp.abs(plain.q - chunked.q))),
         "steps_equal": bool(jnp.all(plain.num_steps == sharded.num_steps)),
         "success": bool(jnp.all(sharded.success)),
         "owner": np.asarray(owner).tolist(),
@@ -325,7 +330,7 @@ def test_sharded_rollouts_equal_unsharded_on_four_devices():
     assert res["shape"] == [6, 5, 3]
     # Each device integrates its members with their own adaptive steps, exactly as the
     # unsharded vmap does: the results agree to round-off.
-    assert res["max_dq"] <= 1e-13 and res["max_dqd"] <= 1e-13
+    assert res["max_dq"] <= 1e-13 and res["max_dqd"] <= 1e-13 and res["max_dq_chunked"] <= 1e-13
     assert res["steps_equal"] and res["success"]
     # The batch really is split: device k handles members 2k and 2k+1.
     assert res["owner"] == [0, 0, 1, 1, 2, 2, 3, 3]

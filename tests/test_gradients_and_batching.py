@@ -119,32 +119,16 @@ def test_vmap_over_64_initial_states_equals_a_python_loop_of_jitted_runs():
 # Gradient through the Udwadia–Kalaba solve at a rank-deficient configuration.
 
 
-def snake_L(t, q, qd, p):
-    xd, yd, thd, phd = qd
-    m = p["mb"] + 2 * p["mw"]
-    J = p["Jb"] + 2 * p["Jw"] + 0.5 * p["l"] ** 2 * p["mw"]
-    return 0.5 * m * (xd**2 + yd**2) + 0.5 * J * thd**2 + p["Jw"] * phd**2
-
-
-def wheels(t, q, p):
-    """Seed 003 eq. (1.2.1)."""
-    _, _, th, ph = q
-    h = 0.5 * p["l"] * jnp.cos(ph)
-    z = jnp.zeros_like(th)
-    return jnp.stack(
-        [
-            jnp.stack([-jnp.sin(th + ph), jnp.cos(th + ph), h, z]),
-            jnp.stack([jnp.sin(th - ph), -jnp.cos(th - ph), h, z]),
-        ]
-    )
+# The snake cart of the model zoo (seed 003 §1.2): its Lagrangian and wheel rows (1.2.1).
+ZOO_SNAKE = cx.models.snake_cart().system
 
 
 def push(t, q, qd, p):
     return jnp.array([0.5, -0.2, 0.3, 0.4], dtype=q.dtype)  # a constant generalized force
 
 
-SNAKE = cx.System(snake_L, [cx.Pfaffian(wheels)], force=push)
-SNAKE_P = dict(mb=1.0, mw=0.2, Jb=0.1, Jw=0.05, l=1.0)
+SNAKE = cx.System(ZOO_SNAKE.lagrangian, ZOO_SNAKE.constraints, force=push)
+SNAKE_P = dict(m_b=1.0, m_w=0.2, J_b=0.1, J_w=0.05, l=1.0)
 
 
 @jax.jit
@@ -172,7 +156,7 @@ def test_udwadia_kalaba_gradient_is_finite_at_rank_deficient_configuration(singu
         assert np.all(np.isfinite(leaf))
 
 
-@pytest.mark.parametrize("name", ["l", "mb", "mw", "Jb", "Jw"])
+@pytest.mark.parametrize("name", ["l", "m_b", "m_w", "J_b", "J_w"])
 def test_udwadia_kalaba_gradient_matches_finite_differences_at_rank_deficient_configuration(
     singular_state, name
 ):
@@ -194,12 +178,9 @@ def test_udwadia_kalaba_gradient_matches_finite_differences_at_rank_deficient_co
 # Gradient of a whole trajectory that crosses the singular steering phi = pi/2.
 
 
-def steering(t, q, qd, p):
-    z = jnp.zeros_like(q[0])
-    return jnp.stack([z, z, z, 0.3 * jnp.sin(t) + z])
-
-
-STEERED = cx.System(snake_L, [cx.Pfaffian(wheels)], force=steering)
+# The zoo's own steering torque tau_amp sin(tau_freq t) = 0.3 sin t.
+STEERED = ZOO_SNAKE
+STEERED_P = dict(SNAKE_P, tau_amp=0.3, tau_freq=1.0)
 
 
 def _steered_loss(p):
@@ -225,10 +206,10 @@ def _steered_loss(p):
 
 @pytest.mark.slow
 def test_trajectory_gradient_through_the_singular_steering_matches_finite_differences():
-    p = {k: jnp.asarray(v) for k, v in SNAKE_P.items()}
+    p = {k: jnp.asarray(v) for k, v in STEERED_P.items()}
     grad = jax.jit(jax.grad(_steered_loss))(p)
     loss = jax.jit(_steered_loss)
-    for k in ["mb", "mw", "Jb", "Jw"]:  # l would move the admissible initial state
+    for k in ["m_b", "m_w", "J_b", "J_w"]:  # l would move the admissible initial state
         h = 1e-6
         fd = (loss(dict(p, **{k: p[k] + h})) - loss(dict(p, **{k: p[k] - h}))) / (2 * h)
         g = float(grad[k])

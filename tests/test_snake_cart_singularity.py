@@ -24,38 +24,16 @@ import pytest
 
 import constrax as cx
 
-PARAMS = dict(mb=1.0, mw=0.2, Jb=0.1, Jw=0.05, l=1.0)
+PARAMS = dict(m_b=1.0, m_w=0.2, J_b=0.1, J_w=0.05, l=1.0, tau_amp=0.3, tau_freq=1.0)
 T1 = 3.0
 TS = np.linspace(0.0, T1, 3001)  # fine save grid, h = 1e-3, for the quadrature
 RTOL = 1e-10  # adaptive tolerance of the constrax runs (rtol = atol)
 
 
-def snake_L(t, q, qd, p):
-    xd, yd, thd, phd = qd
-    m = p["mb"] + 2 * p["mw"]
-    J = p["Jb"] + 2 * p["Jw"] + 0.5 * p["l"] ** 2 * p["mw"]
-    return 0.5 * m * (xd**2 + yd**2) + 0.5 * J * thd**2 + p["Jw"] * phd**2
-
-
-def wheels(t, q, p):
-    """Seed 003 eq. (1.2.1)."""
-    _, _, th, ph = q
-    h = 0.5 * p["l"] * jnp.cos(ph)
-    z = jnp.zeros_like(th)
-    return jnp.stack(
-        [
-            jnp.stack([-jnp.sin(th + ph), jnp.cos(th + ph), h, z]),
-            jnp.stack([jnp.sin(th - ph), -jnp.cos(th - ph), h, z]),
-        ]
-    )
-
-
-def steering(t, q, qd, p):
-    z = jnp.zeros_like(q[0])
-    return jnp.stack([z, z, z, 0.3 * jnp.sin(t) + z])
-
-
-SNAKE = cx.System(snake_L, [cx.Pfaffian(wheels, name="wheels")], force=steering)
+# The model zoo's snake cart: Lagrangian, wheel rows (1.2.1) and steering torque
+# tau_amp sin(tau_freq t) = 0.3 sin t.
+SNAKE = cx.models.snake_cart().system
+wheels = SNAKE.constraints[0].omega
 
 
 def _p():
@@ -121,9 +99,9 @@ def _crossings(phi):
 
 def _reference_rk4(q0, qd0, h, n_steps, save_every):
     P = PARAMS
-    m = P["mb"] + 2 * P["mw"]
-    J = P["Jb"] + 2 * P["Jw"] + 0.5 * P["l"] ** 2 * P["mw"]
-    Minv = jnp.diag(jnp.array([1 / m, 1 / m, 1 / J, 1 / (2 * P["Jw"])]))
+    m = P["m_b"] + 2 * P["m_w"]
+    J = P["J_b"] + 2 * P["J_w"] + 0.5 * P["l"] ** 2 * P["m_w"]
+    Minv = jnp.diag(jnp.array([1 / m, 1 / m, 1 / J, 1 / (2 * P["J_w"])]))
     hl = 0.5 * P["l"]
 
     def rows(q):

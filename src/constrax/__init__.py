@@ -7,6 +7,14 @@ and integrates with diffrax.
 """
 
 from . import affine as affine, fit as fit, models as models, rigid as rigid
+from ._batch import (
+    Rollouts as Rollouts,
+    batch_mesh as batch_mesh,
+    pad_batch as pad_batch,
+    rollout_batch as rollout_batch,
+    shard_batch as shard_batch,
+    sharded_vmap as sharded_vmap,
+)
 from ._compare import (
     PrescriptionComparison as PrescriptionComparison,
     compare_prescriptions as compare_prescriptions,

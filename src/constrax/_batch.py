@@ -234,12 +234,25 @@ def _gather(x):
 
 
 @eqx.filter_jit
-def _apply(fn, args, in_axes, mesh, axis_name):
-    """`vmap(fn)(*args)`, inside `shard_map` over `mesh` when one is given."""
+def _apply(fn, args, in_axes, mesh, axis_name, chunk=None):
+    """`vmap(fn)(*args)`, inside `shard_map` over `mesh` when one is given; with `chunk`,
+    each device runs its members `chunk` at a time (`lax.map(..., batch_size=chunk)`)."""
     fn_dyn, fn_static = eqx.partition(fn, eqx.is_array)
 
     def body(fn_dyn, *args):
-        return jax.vmap(eqx.combine(fn_dyn, fn_static), in_axes=in_axes)(*args)
+        f = eqx.combine(fn_dyn, fn_static)
+        if chunk is None:
+            return jax.vmap(f, in_axes=in_axes)(*args)
+        flat, treedef = jax.tree_util.tree_flatten(args)
+        axes = [a for ax, arg in zip(in_axes, args, strict=True) for a in _leaf_axes(ax, arg)]
+        batched = [x for x, a in zip(flat, axes, strict=True) if a == 0]
+
+        def one(members):
+            it = iter(members)
+            leaves = [next(it) if a == 0 else x for x, a in zip(flat, axes, strict=True)]
+            return f(*jax.tree_util.tree_unflatten(treedef, leaves))
+
+        return jax.lax.map(one, batched, batch_size=chunk)
 
     if mesh is None:
         return body(fn_dyn, *args)
@@ -263,12 +276,33 @@ def _apply(fn, args, in_axes, mesh, axis_name):
     return sharded(fn_dyn, *args)
 
 
+# Observed with jax 0.10 on XLA:CPU: a `shard_map` over several CPU devices whose devices
+# each vectorise more than ~600 adaptive-ODE members hangs (one device, or fewer members
+# per device, does not). On multi-device CPU meshes each device therefore runs its share
+# `_CPU_DEVICE_BATCH` members at a time by default.
+_CPU_DEVICE_BATCH = 512
+
+
+def _device_chunk(device_batch, mesh: Mesh) -> int | None:
+    if device_batch is not None:
+        if not isinstance(device_batch, int | np.integer) or device_batch < 1:
+            raise ValueError(
+                f"`device_batch` must be a positive integer or None, got {device_batch!r}"
+            )
+        return int(device_batch)
+    devices = mesh.devices.ravel()
+    if devices.size > 1 and devices[0].platform == "cpu":
+        return _CPU_DEVICE_BATCH
+    return None
+
+
 def sharded_vmap(
     fn: Callable,
     in_axes: Any = 0,
     *,
     mesh: Mesh | None = None,
     axis_name: str = _AXIS,
+    device_batch: int | None = None,
 ) -> Callable:
     r"""`jax.vmap(fn, in_axes)`, jitted, with the batch split over every visible device.
 
@@ -288,6 +322,10 @@ def sharded_vmap(
       prefix per positional argument.
     - `mesh`: a 1-D mesh; default `batch_mesh()` over all devices (all hosts).
     - `axis_name`: its axis name.
+    - `device_batch`: vectorise at most this many members at a time on each device (the
+      rest in sequence with `lax.map`), bounding memory. Default: all at once, except on
+      a multi-device CPU mesh (512, working around an XLA:CPU hang seen with larger
+      per-device batches).
 
     **Returns:** the batched function.
 
@@ -303,6 +341,7 @@ def sharded_vmap(
         raise TypeError(f"`fn` must be callable, got {fn!r}")
     if mesh is not None:
         _check_mesh(mesh, axis_name)
+        _device_chunk(device_batch, mesh)
 
     @functools.wraps(fn)
     def wrapped(*args):
@@ -326,7 +365,7 @@ def sharded_vmap(
                 _map_shared(lambda x: _place(np.asarray(x), replicated), a, ax)
                 for a, ax in zip(args, axes, strict=True)
             )
-        out = _apply(fn, args, tuple(axes), mesh_, axis_name)
+        out = _apply(fn, args, tuple(axes), mesh_, axis_name, _device_chunk(device_batch, mesh_))
         return jax.tree_util.tree_map(lambda y: _gather(y)[:size], out)
 
     return wrapped
@@ -400,6 +439,7 @@ def rollout_batch(
     shard: bool = False,
     mesh: Mesh | None = None,
     axis_name: str = _AXIS,
+    device_batch: int | None = None,
     **simulate_kwargs,
 ) -> Rollouts:
     r"""Simulate a batch of initial states, parameters and controls at once.
@@ -420,7 +460,8 @@ def rollout_batch(
     - `ts`: save times `(k,)`, `k >= 2`; the integration runs from `ts[0]` to `ts[-1]`.
     - `mu0s`: initial vakonomic multipliers `(B, m)` (default zeros) under `Vakonomic`.
     - `prescription`: `cx.DAlembert()` or `cx.Vakonomic()`.
-    - `shard`: split the batch over all devices of `mesh` (default: `batch_mesh()`).
+    - `shard`: split the batch over all devices of `mesh` (default: `batch_mesh()`);
+      `device_batch` as in `sharded_vmap`.
     - `**simulate_kwargs`: passed to `simulate` (`solver`, `stepsize_controller`,
       `constraint_solver`, `stabilisation`, `max_steps`, `throw`, ...). With
       `throw=False` inspect `Rollouts.success` instead of raising on the first failure.
@@ -467,7 +508,9 @@ def rollout_batch(
     args = (q0s, qd0s, ps, mu0s)
     in_axes = (0, 0, p_axes, None if mu0s is None else 0)
     if shard:
-        q, qd, mu, steps, ok = sharded_vmap(fn, in_axes, mesh=mesh, axis_name=axis_name)(*args)
+        q, qd, mu, steps, ok = sharded_vmap(
+            fn, in_axes, mesh=mesh, axis_name=axis_name, device_batch=device_batch
+        )(*args)
     else:
         axes = _full_axes(in_axes, args)
         _batch_size(args, axes)

@@ -26,7 +26,7 @@ from .._solve import AbstractConstraintSolver, AutoSolver
 from .._system import System, check_state
 from ._checkpoint import config_hash
 from ._observations import Observations
-from ._problem import AbstractProblem
+from ._problem import AbstractProblem, set_simulate_options, simulate_options
 from ._shooting import AbstractShooting, SegmentLayout, SingleShooting, segment_layout
 from ._transforms import constrain, unconstrain
 
@@ -138,17 +138,16 @@ class IdentificationProblem(AbstractProblem):
         self.transforms = transforms
         self.shooting = shooting
         self.t0 = float(t0)
-        self.solver = solver
-        self.dt0 = None if dt0 is None else float(dt0)
-        self.stepsize_controller = (
-            diffrax.PIDController(rtol=1e-10, atol=1e-10)
-            if stepsize_controller is None
-            else stepsize_controller
+        set_simulate_options(
+            self,
+            solver=solver,
+            dt0=dt0,
+            stepsize_controller=stepsize_controller,
+            adjoint=adjoint,
+            max_steps=max_steps,
+            prescription=prescription,
+            constraint_solver=constraint_solver,
         )
-        self.adjoint = adjoint
-        self.max_steps = max_steps
-        self.prescription = prescription
-        self.constraint_solver = constraint_solver
         self.layout = segment_layout(np.asarray(observations.ts), self.t0, shooting.num_segments)
 
     # -- decision variables ----------------------------------------------------------
@@ -207,13 +206,7 @@ class IdentificationProblem(AbstractProblem):
             t0=t0,
             t1=ts[-1] if t1 is None else t1,
             saveat=diffrax.SaveAt(ts=ts),
-            solver=self.solver,
-            dt0=self.dt0,
-            stepsize_controller=self.stepsize_controller,
-            adjoint=self.adjoint,
-            max_steps=self.max_steps,
-            prescription=self.prescription,
-            constraint_solver=self.constraint_solver,
+            **simulate_options(self),
             project_initial=project,
         )
 

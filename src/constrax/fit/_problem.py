@@ -3,6 +3,7 @@ variables $z$ (a pytree of arrays) built from a parameter pytree."""
 
 import abc
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -10,6 +11,8 @@ import numpy as np
 from jaxtyping import Array, Float, PyTree
 
 from .._custom_types import Params
+from .._prescriptions import AbstractPrescription
+from .._solve import AbstractConstraintSolver
 
 
 class AbstractProblem(eqx.Module):
@@ -68,3 +71,42 @@ def check_like(tree, reference, name: str, what: str) -> None:
         da, db = jnp.asarray(a).dtype, jnp.asarray(b).dtype
         if jnp.issubdtype(da, jnp.inexact) != jnp.issubdtype(db, jnp.inexact):
             raise ValueError(f"`{name}{where}` has dtype {da}, expected {db} as in {what}")
+
+
+def set_simulate_options(
+    problem: AbstractProblem,
+    *,
+    solver: diffrax.AbstractSolver,
+    dt0: float | None,
+    stepsize_controller: diffrax.AbstractStepSizeController | None,
+    adjoint: diffrax.AbstractAdjoint,
+    max_steps: int,
+    prescription: AbstractPrescription,
+    constraint_solver: AbstractConstraintSolver,
+) -> None:
+    """Store the `cx.simulate` options of a problem (call inside its `__init__`); the
+    default step-size controller is `PIDController(rtol=1e-10, atol=1e-10)`."""
+    problem.solver = solver
+    problem.dt0 = None if dt0 is None else float(dt0)
+    problem.stepsize_controller = (
+        diffrax.PIDController(rtol=1e-10, atol=1e-10)
+        if stepsize_controller is None
+        else stepsize_controller
+    )
+    problem.adjoint = adjoint
+    problem.max_steps = max_steps
+    problem.prescription = prescription
+    problem.constraint_solver = constraint_solver
+
+
+def simulate_options(problem: AbstractProblem) -> dict:
+    """The options stored by `set_simulate_options`, as `cx.simulate` keyword arguments."""
+    return dict(
+        solver=problem.solver,
+        dt0=problem.dt0,
+        stepsize_controller=problem.stepsize_controller,
+        adjoint=problem.adjoint,
+        max_steps=problem.max_steps,
+        prescription=problem.prescription,
+        constraint_solver=problem.constraint_solver,
+    )

@@ -23,7 +23,7 @@ from .._stabilisation import AbstractStabilisation
 from .._system import System, check_state
 from ._checkpoint import config_hash
 from ._controls import AbstractControl
-from ._problem import AbstractProblem
+from ._problem import AbstractProblem, set_simulate_options, simulate_options
 
 
 class TrajectoryProblem(AbstractProblem):
@@ -135,18 +135,17 @@ class TrajectoryProblem(AbstractProblem):
         self.terminal_weight = w
         self.effort_weight = float(effort_weight)
         self.t0, self.t1 = float(t0), float(t1)
-        self.solver = solver
-        self.dt0 = None if dt0 is None else float(dt0)
-        self.stepsize_controller = (
-            diffrax.PIDController(rtol=1e-10, atol=1e-10)
-            if stepsize_controller is None
-            else stepsize_controller
+        set_simulate_options(
+            self,
+            solver=solver,
+            dt0=dt0,
+            stepsize_controller=stepsize_controller,
+            adjoint=adjoint,
+            max_steps=max_steps,
+            prescription=prescription,
+            constraint_solver=constraint_solver,
         )
-        self.adjoint = adjoint
-        self.max_steps = max_steps
-        self.prescription = prescription
         self.stabilisation = stabilisation
-        self.constraint_solver = constraint_solver
 
     def init(self, params: Params) -> Params:
         """`z`: the control (an `AbstractControl`) taken from `params`."""
@@ -182,14 +181,8 @@ class TrajectoryProblem(AbstractProblem):
             t0=self.t0,
             t1=self.t1,
             saveat=saveat,
-            solver=self.solver,
-            dt0=self.dt0,
-            stepsize_controller=self.stepsize_controller,
-            adjoint=self.adjoint,
-            max_steps=self.max_steps,
-            prescription=self.prescription,
+            **simulate_options(self),
             stabilisation=self.stabilisation,
-            constraint_solver=self.constraint_solver,
         )
 
     def terminal_error(self, params: Params) -> Float[Array, " r"]:
