@@ -13,6 +13,13 @@ Cases (see `benchmarks/README.md`):
    d'Alembert and vakonomic (seed 002 "Linear vakonomic constraints": the explicit
    curl formula in the hand-written vector field). Rollout and compile time.
 3. Batched throughput of the snake cart (`vmap` of the rollout over initial states).
+4. Rigid bodies in 3-D (`--only rigid`): `cx.models.tilted_rolling_disk()` and
+   `cx.models.ball_on_turntable()` in their default coordinates (centre of mass + unit
+   quaternion with the norm row) against vector fields written out by hand (explicit
+   quaternion mass matrix, A(q), bias terms, KKT solve). Rollout and compile time.
+5. Parameter identification (`--only fit`, issue 5): `jax.grad` of a trajectory-matching
+   loss of the snake cart (50 observation times) vs the forward loss; also
+   `cx.fit.IdentificationProblem.residuals` and the gradient of its `loss`.
 
 Every contender uses the same `diffrax.diffeqsolve` configuration: `Tsit5`,
 `ConstantStepSize`, `SaveAt(t1=True)`, `RecursiveCheckpointAdjoint`, `max_steps=16384`.
@@ -406,6 +413,7 @@ def rigid_args(name: str):
     model, _ = rigid_model(name)
     return model.q0, model.qd0, model.params
 
+
 # ----------------------------------------------------------------------------------------
 # Case 5: parameter identification (issue 5): gradient of a trajectory-matching loss.
 
@@ -504,6 +512,7 @@ def fit_args(ts=FIT_TS):
     p = snake_params()
     z = make_fit_functions(ts, data)["_problem"].init(p)
     return (p, z, *snake_initial_state(), data)
+
 
 # ----------------------------------------------------------------------------------------
 # Contenders as pure functions of arrays (jit-able), built fresh on each call.
@@ -777,7 +786,10 @@ def bench_rigid(cfg: dict) -> dict:
         args = rigid_args(name)
         res = {}
         res["rollout"], res["compile_rollout"], finals = run_times(
-            {k: (lambda k=k, name=name: make_rigid_rollouts(name)[k]) for k in ("constrax", "hand")},
+            {
+                k: (lambda k=k, name=name: make_rigid_rollouts(name)[k])
+                for k in ("constrax", "hand")
+            },
             args,
             cfg["repeats"],
             cfg["compile_repeats"],
@@ -987,7 +999,10 @@ def markdown(res: dict) -> str:
         for label in RIGID_MODELS:
             r = rg[label]
             row(
-                f"{RIGID_LABELS[label]}, {rg['n_steps']} steps", "rollout", r["rollout"], r["target"]
+                f"{RIGID_LABELS[label]}, {rg['n_steps']} steps",
+                "rollout",
+                r["rollout"],
+                r["target"],
             )
             crow(f"{RIGID_LABELS[label]} rollout", r["compile_rollout"])
     lines += compile_lines
@@ -1080,7 +1095,8 @@ def _fit_markdown(fi: dict, cfg: dict) -> list[str]:
     c = fi["compile"]
     out += [
         "",
-        f"constrax / hand-written, CPU time: forward {t['loss_constrax_over_hand_ratio_cpu_min']:.2f}, "
+        "constrax / hand-written, CPU time: forward "
+        f"{t['loss_constrax_over_hand_ratio_cpu_min']:.2f}, "
         f"gradient {t['grad_constrax_over_hand_ratio_cpu_min']:.2f}. Compile (CPU s, min): "
         + ", ".join(f"{k} {c[k]['total_cpu_min_s']:.2f}" for k in c)
         + ". Agreement: |loss − hand| "
