@@ -1131,7 +1131,7 @@ CONFIGS = {
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
-        "--quick", action="store_true", help="fewer repeats and batch sizes (≤ 2 min)"
+        "--quick", action="store_true", help="fewer repeats and batch sizes (≤ 3 min)"
     )
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     parser.add_argument(

@@ -42,6 +42,26 @@ def test_hand_written_reference_matches_constrax(bench, case):
 
 
 @pytest.mark.parametrize("case", ["rolling_disk", "turntable"])
+def test_rigid_hand_written_accelerations_match_constrax(bench, case):
+    """One evaluation of each hand-written rigid vector field equals `cx.accelerations`
+    (KKT), on the constraint manifold and off it (|Q| != 1, inconsistent velocities)."""
+    model, vf = bench.rigid_model(case)
+    q, qd, p = model.q0, model.qd0, model.params
+
+    @jax.jit
+    def both(q, qd):
+        ours = cx.accelerations(model.system, 0.3, q, qd, p, constraint_solver=cx.KKT()).qdd
+        return ours, vf(0.3, (q, qd), p)[1]
+
+    for qq, qqd in ((q, qd), (1.01 * q + 0.003, qd + 0.05)):
+        ours, hand = both(qq, qqd)
+        assert float(jnp.max(jnp.abs(hand))) > 1.0
+        np.testing.assert_allclose(np.asarray(ours), np.asarray(hand), rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "case", [pytest.param("rolling_disk", marks=pytest.mark.slow), "turntable"]
+)
 def test_rigid_hand_written_reference_matches_constrax(bench, case):
     """The hand-written quaternion vector fields (explicit mass matrix, A(q), bias) of the
     tilted rolling disk and the ball on a turntable are constrax's equations of motion."""
