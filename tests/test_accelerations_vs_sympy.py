@@ -65,17 +65,10 @@ def push(t, q, qd, p):
     return jnp.stack([p["Fx"] * jnp.ones_like(z), z, z, z])
 
 
-def sleigh_L(t, q, qd, p):
-    _, _, th = q
-    xd, yd, thd = qd
-    vx = xd - p["a"] * jnp.sin(th) * thd
-    vy = yd + p["a"] * jnp.cos(th) * thd
-    return 0.5 * p["m"] * (vx**2 + vy**2) + 0.5 * p["I"] * thd**2
-
-
-def knife_edge(t, q, p):
-    th = q[2]
-    return jnp.stack([-jnp.sin(th), jnp.cos(th), jnp.zeros_like(th)])
+# The Chaplygin sleigh of the model zoo (contact point (x, y), heading th, centre of mass
+# a ahead); the sympy oracle derives it independently.
+sleigh_L = cx.models.chaplygin_sleigh().system.lagrangian
+knife_edge = cx.models.chaplygin_sleigh().system.constraints[0].omega
 
 
 def pendulum2_L(t, q, qd, p):
