@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import constrax as cx
-from constrax._system import _linearized_rows, constraint_terms, stacked_residual
+from constrax._system import constraint_terms, stacked_residual
 
 _RUN = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "run.py"
 
@@ -89,9 +89,11 @@ def test_smoke_rejects_unknown_case(bench):
         bench.smoke("pendulum")
 
 
-def test_pfaffian_constraint_terms_equal_linearize_path():
-    """The Pfaffian fast path of `constraint_terms` (A = omega, one jvp for the bias) gives
-    the same (A, c, c_bias) as one `jax.linearize` of all stacked rows, in a mixed system."""
+def test_constraint_terms_equal_full_jacobians():
+    """`constraint_terms` (per kind: A read off, one jvp for the bias) gives the same
+    (A, c, c_bias) as full `jax.jacfwd` Jacobians of all stacked rows,
+    A = dc/dqd and c_bias = dc/dt + dc/dq qd, in a system mixing every constraint kind
+    (both forms of `Pfaffian`)."""
 
     def g(t, q, p):
         return q[0] ** 2 + q[1] ** 2 - 1.0 + 0.1 * t
@@ -110,6 +112,9 @@ def test_pfaffian_constraint_terms_equal_linearize_path():
     def F(t, q, qd, p):
         return qd @ qd * q[0] - 1.0
 
+    def v(t, q, qd, p):  # the same rows as (omega, b), as a velocity map
+        return omega(t, q, p) @ qd + b(t, q, p)
+
     system = cx.System(
         lambda t, q, qd, p: 0.5 * qd @ qd,
         [
@@ -117,6 +122,7 @@ def test_pfaffian_constraint_terms_equal_linearize_path():
             cx.Pfaffian(omega, b),
             cx.VelocityConstraint(F),
             cx.Pfaffian(lambda t, q, p: jnp.stack([1.0, q[0], 0.0, 0.0])),
+            cx.Pfaffian(velocity=v),
         ],
     )
 
@@ -124,8 +130,9 @@ def test_pfaffian_constraint_terms_equal_linearize_path():
     @jax.vmap
     def both(t, q, qd):
         fast = constraint_terms(system, t, q, qd, None)
-        ref = _linearized_rows(stacked_residual(system, None), t, q, qd)
-        return fast, ref
+        c = stacked_residual(system, None)
+        dt, dq, dqd = jax.jacfwd(c, argnums=(0, 1, 2))(t, q, qd)
+        return fast, (dqd, c(t, q, qd), dt + dq @ qd)
 
     rng = np.random.default_rng(0)
     fast, ref = both(*(jnp.asarray(rng.normal(size=s)) for s in [(3,), (3, 4), (3, 4)]))

@@ -102,45 +102,93 @@ class Pfaffian(AbstractConstraint):
     Seed 001 §5.4.2.2, seed 002 "Linear vakonomic constraints". A non-zero `b`
     describes moving supports (a turntable, a conveyor).
 
+    Give either the one-form (`omega`, optional `b`) or, with `velocity=`, the map
+    $v(t, q, \dot q, p) = \omega\dot q + b$ itself. The second form suits rows that are a
+    velocity by construction (the velocity of a contact point along a direction): the engine
+    then differentiates $v$ once instead of building $\omega$ by autodiff and
+    differentiating that again, and $\omega = \partial v/\partial\dot q$ (one reverse pass
+    per row) wherever the one-form itself is needed (`one_form`, geometry tools).
+
     **Arguments:**
 
     - `omega`: `omega(t, q, p) -> (k, n)` one-form rows (an `(n,)` vector is one row).
     - `b`: optional `b(t, q, p) -> (k,)`; `None` means zero.
-    - `name`: used in error messages and diagnostics; defaults to `omega.__name__`.
+    - `name`: used in error messages and diagnostics; defaults to the function's name.
+    - `velocity` (keyword, instead of `omega` and `b`): `velocity(t, q, qd, p) -> (k,)`,
+      affine in `qd`. Affinity is the caller's promise: the dynamics use $\partial v/\partial
+      \dot q$ at the current $\dot q$ (so they stay those of the rows $v = 0$, under
+      Chetaev's rule, even if it is broken), but the geometry tools read the distribution
+      at $\dot q = 0$.
 
-    **Example:** the knife edge / Chaplygin sleigh no-side-slip constraint:
+    **Example:** the knife edge / Chaplygin sleigh no-side-slip constraint, as a one-form
+    and as the lateral velocity of the blade:
 
     ```python
     def no_slip(t, q, p):
         x, y, th = q
         return jnp.array([-jnp.sin(th), jnp.cos(th), 0.0])
     cx.Pfaffian(no_slip)
+    cx.Pfaffian(velocity=lambda t, q, qd, p: -jnp.sin(q[2]) * qd[0] + jnp.cos(q[2]) * qd[1])
     ```
     """
 
-    omega: OneFormFn
+    omega: OneFormFn | None
     b: AffineTermFn | None
+    velocity: VelocityConstraintFn | None
     name: str = eqx.field(static=True)
     holonomic: ClassVar[bool] = False
     linear_in_velocity: ClassVar[bool] = True
 
-    def __init__(self, omega: OneFormFn, b: AffineTermFn | None = None, name: str | None = None):
+    def __init__(
+        self,
+        omega: OneFormFn | None = None,
+        b: AffineTermFn | None = None,
+        name: str | None = None,
+        *,
+        velocity: VelocityConstraintFn | None = None,
+    ):
+        if (omega is None) == (velocity is None):
+            raise TypeError(
+                "cx.Pfaffian: give exactly one of `omega` (the one-form omega(t, q, p), with "
+                "optional `b`) or `velocity=` (the affine map v(t, q, qd, p))"
+            )
+        if velocity is not None and b is not None:
+            raise TypeError(
+                "cx.Pfaffian: `b` goes with `omega`; with `velocity=` the affine term is part "
+                "of velocity(t, q, qd, p)"
+            )
+        for arg, fn in (("omega", omega), ("b", b), ("velocity", velocity)):
+            if fn is not None and not callable(fn):
+                raise TypeError(f"cx.Pfaffian: `{arg}` must be callable, got {fn!r}")
         self.omega = omega
         self.b = b
-        self.name = name if name is not None else _name_of(omega, "pfaffian")
+        self.velocity = velocity
+        default = _name_of(omega if velocity is None else velocity, "pfaffian")
+        self.name = name if name is not None else default
+
+    def _velocity_rows(self, t, q, qd, p):
+        return jnp.atleast_1d(self.velocity(t, q, qd, p))
 
     def one_form(self, t: Time, q: Float[Array, " n"], p: Params) -> Float[Array, "k n"]:
-        """The rows $\\omega(t, q)$ as a `(k, n)` matrix."""
+        r"""The rows $\omega(t, q)$ as a `(k, n)` matrix."""
+        if self.omega is None:
+            fn = lambda v: self._velocity_rows(t, q, v, p).astype(q.dtype)
+            out, vjp = jax.vjp(fn, jnp.zeros_like(q))
+            return jax.vmap(lambda ct: vjp(ct)[0])(jnp.eye(out.shape[0], dtype=out.dtype))
         w = self.omega(t, q, p)
         return w[None, :] if jnp.ndim(w) == 1 else w
 
     def affine_term(self, t: Time, q: Float[Array, " n"], p: Params) -> Float[Array, " k"]:
-        """The affine term $b(t, q)$ (zeros when `b` is `None`)."""
+        r"""The affine term $b(t, q)$ (zeros when `b` is `None`)."""
+        if self.velocity is not None:
+            return self._velocity_rows(t, q, jnp.zeros_like(q), p)
         if self.b is None:
             return jnp.zeros(self.one_form(t, q, p).shape[0], dtype=q.dtype)
         return jnp.atleast_1d(self.b(t, q, p))
 
     def velocity_residual(self, t, q, qd, p):
+        if self.velocity is not None:
+            return self._velocity_rows(t, q, qd, p)
         return self.one_form(t, q, p) @ qd + self.affine_term(t, q, p)
 
 

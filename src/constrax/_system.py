@@ -6,7 +6,8 @@ engine derives from them by autodiff (DESIGN.md §1).
   - \partial^2 L/\partial\dot q\,\partial t$ (the bias is one `jax.jvp` of
   $\partial L/\partial\dot q$ along $(1, \dot q)$, never a full mixed Hessian);
 * stacked constraint rows $c$, their Jacobian $A = \partial c/\partial\dot q$ and the bias
-  $c_\text{bias} = \dot c - A\ddot q$ (one `jax.linearize` of $c$).
+  $c_\text{bias} = \dot c - A\ddot q$ (one `jax.jvp` of $c$ along $(1, \dot q)$, and $A$
+  read off per constraint kind).
 """
 
 from collections.abc import Callable, Sequence
@@ -129,6 +130,14 @@ def constraint_row_counts(system: System, t, q, qd, p) -> tuple[int, ...]:
                     f"{label}: g(t, q, p) must return a scalar or shape (k,), got {shape}"
                 )
             k = shape[0] if shape else 1
+        elif isinstance(con, Pfaffian) and con.velocity is not None:
+            shape = _shape(con.velocity, t, q, qd, p)
+            if len(shape) > 1:
+                raise ValueError(
+                    f"{label}: velocity(t, q, qd, p) must return a scalar or shape (k,), got "
+                    f"{shape}"
+                )
+            k = shape[0] if shape else 1
         elif isinstance(con, Pfaffian):
             shape = _shape(con.omega, t, q, p)
             if not (shape == (n,) or (len(shape) == 2 and shape[1] == n)):
@@ -188,13 +197,13 @@ def euler_lagrange_terms(
     $f_0 = \partial L/\partial q - (\partial^2 L/\partial\dot q\partial q)\dot q
     - \partial^2 L/\partial\dot q\partial t$, for `lagrangian(t, q, qd)`.
 
-    One `jax.linearize` of $(\partial L/\partial q, \partial L/\partial\dot q)$; the bias
-    is its tangent along $(1, \dot q, 0)$, the columns of $W$ its tangents along $(0, 0, e_i)$.
+    $f_0$ is one `jax.jvp` of $(\partial L/\partial q, \partial L/\partial\dot q)$ along
+    $(1, \dot q)$ in $(t, q)$ with $\dot q$ fixed, $W$ the forward Jacobian of
+    $\partial L/\partial\dot q$ in $\dot q$ alone: no tangents that are known to be zero.
     """
-    (Lq, _), lin = jax.linearize(_gradients(lagrangian), t, q, qd)
-    zt, zq = jnp.zeros_like(t), jnp.zeros_like(q)
-    bias = lin(jnp.ones_like(t), qd, zq)[1]
-    W = jax.vmap(lambda e: lin(zt, zq, e)[1], out_axes=1)(jnp.eye(q.shape[0], dtype=q.dtype))
+    grads = _gradients(lagrangian)
+    (Lq, _), (_, bias) = jax.jvp(lambda t_, q_: grads(t_, q_, qd), (t, q), (jnp.ones_like(t), qd))
+    W = jax.jacfwd(lambda v: grads(t, q, v)[1])(qd)
     return W, Lq - bias
 
 
@@ -241,39 +250,52 @@ def stacked_residual(system: System, p: Params) -> Callable:
     return c
 
 
-def _linearized_rows(fn: Callable, t, q, qd):
-    c, lin = jax.linearize(fn, t, q, qd)
-    zt, zq = jnp.zeros_like(t), jnp.zeros_like(q)
-    c_bias = lin(jnp.ones_like(t), qd, zq)
-    A = jax.vmap(lambda e: lin(zt, zq, e), out_axes=1)(jnp.eye(q.shape[0], dtype=q.dtype))
-    return A, c, c_bias
+def _jacobian(fn: Callable, x: Array, k: int) -> Array:
+    """`(k, n)` Jacobian of `fn: (n,) -> (k,)` at `x`: `k` reverse passes when `k < n`,
+    else `n` forward passes (both batched by `vmap`)."""
+    if k < x.shape[0]:
+        _, vjp = jax.vjp(fn, x)
+        return jax.vmap(lambda ct: vjp(ct)[0])(jnp.eye(k, dtype=x.dtype))
+    return jax.jacfwd(fn)(x)
 
 
-def _pfaffian_rows(con: Pfaffian, t, q, qd, p):
-    # A = omega itself; (c, c_bias) is one jvp along (1, qd) with qd held fixed. Same values
-    # as the linearize path, without the products of omega with the identity (and with a
-    # zero tangent) that XLA keeps as separate dot ops in the vector field.
-    fn = lambda t_, q_: con.velocity_residual(t_, q_, qd, p).astype(q.dtype)
+def constraint_rows(
+    con: AbstractConstraint, t, q, qd, p
+) -> tuple[Float[Array, "k n"], Float[Array, " k"], Float[Array, " k"]]:
+    r"""$(A, c, c_\text{bias})$ of one constraint.
+
+    $(c, c_\text{bias})$ is one `jax.jvp` of $(t, q)\mapsto c(t, q, \dot q)$ along
+    $(1, \dot q)$ with $\dot q$ held fixed: only first derivatives of the rows, never
+    tangents of $\partial c/\partial\dot q$. $A$ is read off directly: $\partial g/\partial q$
+    for `Holonomic`, $\omega$ for a `Pfaffian` given by its one-form, otherwise
+    $\partial c/\partial\dot q$ at $(t, q, \dot q)$ (reverse mode when there are fewer rows
+    than coordinates).
+    """
+    fn = lambda t_, q_: jnp.atleast_1d(con.velocity_residual(t_, q_, qd, p)).astype(q.dtype)
     c, c_bias = jax.jvp(fn, (t, q), (jnp.ones_like(t), qd))
-    return con.one_form(t, q, p).astype(q.dtype), c, c_bias
+    k = c.shape[0]
+    if isinstance(con, Holonomic):
+        g = lambda q_: jnp.atleast_1d(con.g(t, q_, p)).astype(q.dtype)
+        A = _jacobian(g, q, k)
+    elif isinstance(con, Pfaffian) and con.omega is not None:
+        A = con.one_form(t, q, p).astype(q.dtype)
+    else:
+        v = lambda qd_: jnp.atleast_1d(con.velocity_residual(t, q, qd_, p)).astype(q.dtype)
+        A = _jacobian(v, qd, k)
+    return A, c, c_bias
 
 
 def constraint_terms(
     system: System, t, q, qd, p
 ) -> tuple[Float[Array, "m n"], Float[Array, " m"], Float[Array, " m"]]:
-    r"""$(A, c, c_\text{bias})$: $A = \partial c/\partial\dot q$, $c$ the rows, and
+    r"""$(A, c, c_\text{bias})$ of all constraints, rows stacked in order:
+    $A = \partial c/\partial\dot q$, $c$ the rows, and
     $c_\text{bias} = \partial c/\partial t + (\partial c/\partial q)\dot q$, so that
-    $\dot c = A\ddot q + c_\text{bias}$. One `jax.linearize` of the stacked rows; a
-    `Pfaffian` contributes $A = \omega$ directly and one `jax.jvp` for $(c, c_\text{bias})$."""
-    if not any(isinstance(con, Pfaffian) for con in system.constraints):
-        return _linearized_rows(stacked_residual(system, p), t, q, qd)
-    blocks = []
-    for con in system.constraints:
-        if isinstance(con, Pfaffian):
-            blocks.append(_pfaffian_rows(con, t, q, qd, p))
-        else:
-            fn = lambda t_, q_, qd_, con=con: con.velocity_residual(t_, q_, qd_, p).astype(q.dtype)
-            blocks.append(_linearized_rows(fn, t, q, qd))
+    $\dot c = A\ddot q + c_\text{bias}$ (`constraint_rows` per constraint)."""
+    if not system.constraints:
+        n = q.shape[0]
+        return jnp.zeros((0, n), q.dtype), jnp.zeros((0,), q.dtype), jnp.zeros((0,), q.dtype)
+    blocks = [constraint_rows(con, t, q, qd, p) for con in system.constraints]
     return tuple(jnp.concatenate(parts) for parts in zip(*blocks, strict=True))
 
 

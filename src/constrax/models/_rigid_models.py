@@ -68,7 +68,7 @@ def free_rigid_body(*, orientation: AbstractOrientation = _MATRIX, **overrides) 
     template = RigidBody(p["mass"], p["inertia"], orientation)
 
     def lagrangian(t, q, qd, p):
-        return RigidBody(p["mass"], p["inertia"], orientation).kinetic_energy(q, qd)
+        return template.with_parameters(p["mass"], p["inertia"]).kinetic_energy(q, qd)
 
     cons = [template.orientation_constraint()]
     system = System(lagrangian, [c for c in cons if c is not None])
@@ -148,14 +148,13 @@ def tilted_rolling_disk(*, orientation: AbstractOrientation = _QUATERNION, **ove
     )
     p = resolve_params("tilted_rolling_disk", defaults, overrides)
 
-    def body_of(p):
-        I = jnp.stack([p["I1"], p["I1"], p["I3"]])
-        return RigidBody(p["mass"], I, orientation, name="disk")
+    def inertia_of(p):
+        return jnp.stack([p["I1"], p["I1"], p["I3"]])
 
-    template = body_of(p)
+    template = RigidBody(p["mass"], inertia_of(p), orientation, name="disk")
 
     def lagrangian(t, q, qd, p):
-        disk = body_of(p)
+        disk = template.with_parameters(p["mass"], inertia_of(p))
         return disk.kinetic_energy(q, qd) - p["mass"] * p["g"] * disk.position(q)[2]
 
     shape = Disk(lambda p: p["radius"])
@@ -211,14 +210,13 @@ def ball_on_turntable(*, orientation: AbstractOrientation = _QUATERNION, **overr
     )
     p = resolve_params("ball_on_turntable", defaults, overrides)
 
-    def body_of(p):
-        I = p["k"] * p["mass"] * p["radius"] ** 2 * jnp.ones(3)
-        return RigidBody(p["mass"], I, orientation, name="ball")
+    def inertia_of(p):
+        return p["k"] * p["mass"] * p["radius"] ** 2 * jnp.ones(3)
 
-    template = body_of(p)
+    template = RigidBody(p["mass"], inertia_of(p), orientation, name="ball")
 
     def lagrangian(t, q, qd, p):
-        ball = body_of(p)
+        ball = template.with_parameters(p["mass"], inertia_of(p))
         return ball.kinetic_energy(q, qd) - p["mass"] * p["g"] * ball.position(q)[2]
 
     table = rotating_plane(lambda t, p: p["Omega"])
@@ -345,15 +343,15 @@ def disk_and_link(**overrides) -> Model:
         v_link = qd[0:2] + _perp(qd[2], xc - q[0:2])
         return tl @ (v_disk - v_link)
 
-    def rolling(t, q, p):
-        return jax.grad(lambda v: slip(q, v, p))(jnp.zeros_like(q))
+    def rolling(t, q, qd, p):
+        return jnp.atleast_1d(slip(q, qd, p))
 
     system = System(
         lagrangian,
         [
             Holonomic(rail, name="rail"),
             Holonomic(contact, name="contact"),
-            Pfaffian(rolling, name="rolling"),
+            Pfaffian(velocity=rolling, name="rolling"),
         ],
     )
     th, s, a = p["tilt0"], p["s0"], p["a"]

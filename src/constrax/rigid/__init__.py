@@ -7,7 +7,11 @@ gyroscopic affine body of seed 002), `Quaternion` (4 entries + norm row, the def
 `EulerZXZ` (3 angles, singular at $\theta\in\{0,\pi\}$).
 """
 
-from ._body import RigidBody as RigidBody
+from ._body import (
+    RigidBody as RigidBody,
+    check_inertia as check_inertia,
+    check_mass as check_mass,
+)
 from ._contacts import (
     Disk as Disk,
     Plane as Plane,
@@ -57,6 +61,7 @@ from ._so3 import (
     quaternion_from_axis_angle as quaternion_from_axis_angle,
     quaternion_from_rotation as quaternion_from_rotation,
     quaternion_multiply as quaternion_multiply,
+    quaternion_rotate as quaternion_rotate,
     quaternion_to_rotation as quaternion_to_rotation,
     rotation_from_axis_angle as rotation_from_axis_angle,
     spatial_angular_velocity as spatial_angular_velocity,

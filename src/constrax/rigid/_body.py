@@ -137,6 +137,23 @@ class RigidBody(eqx.Module):
         self.offset = int(offset)
         self.name = name
 
+    def with_parameters(self, mass=None, inertia=None) -> "RigidBody":
+        r"""A copy with another `mass` and/or `inertia` (e.g. read from the parameters `p`
+        inside a Lagrangian, so that they can be identified or differentiated).
+
+        Concrete values are checked like the constructor's. Traced values are only converted:
+        the constructor's run-time checks (an `equinox.error_if` and a Cholesky) would
+        otherwise run at every evaluation of the vector field. Validate parameters once,
+        outside the integration (`cx.rigid.check_mass`, `cx.rigid.check_inertia`).
+
+        **Example:** `body.with_parameters(p["mass"], jnp.stack([p["I1"], p["I1"], p["I3"]]))`.
+        """
+        new_mass = self.mass if mass is None else _checked_or_converted(mass, check_mass)
+        new_inertia = (
+            self.inertia if inertia is None else _checked_or_converted(inertia, check_inertia)
+        )
+        return eqx.tree_at(lambda b: (b.mass, b.inertia), self, (new_mass, new_inertia))
+
     # -- layout ---------------------------------------------------------------------------
 
     @property
@@ -173,6 +190,10 @@ class RigidBody(eqx.Module):
         """Rotation $R$ (body frame to spatial frame)."""
         return self.orientation.rotation(self.split(q)[1])
 
+    def rotate(self, q, X: Float[ArrayLike, " 3"]) -> Float[Array, " 3"]:
+        """$RX$: the body-frame vector `X` in spatial axes (closed form for quaternions)."""
+        return self.orientation.rotate(self.split(q)[1], jnp.asarray(X))
+
     def velocity(self, q, qd) -> Float[Array, " 3"]:
         r"""Centre-of-mass velocity $\dot r$."""
         return self.split(qd)[0]
@@ -197,7 +218,7 @@ class RigidBody(eqx.Module):
         r"""Spatial position $x = r + RX$ of the material point `X` (body frame, relative to
         the centre of mass)."""
         r, x = self.split(q)
-        return r + self.orientation.rotation(x) @ check_point(X, "X", r.dtype)
+        return r + self.orientation.rotate(x, check_point(X, "X", r.dtype))
 
     def point_velocity(self, q, qd, X: Float[ArrayLike, " 3"]) -> Float[Array, " 3"]:
         r"""Velocity $\dot r + \dot R X$ of the material point `X` (body frame); equals
@@ -280,6 +301,26 @@ def _block_state(orientation, R, r, v, w, frame):
     x = orientation.from_rotation(R)
     xd = orientation.velocity_from_angular_velocity(x, w, frame)
     return jnp.concatenate([r, x]), jnp.concatenate([v, xd])
+
+
+def _checked_or_converted(value, check):
+    leaves = jax.tree_util.tree_leaves(value)
+    if all(_is_concrete(x) for x in leaves):
+        return check(value, "RigidBody.with_parameters")
+    value = jnp.asarray(value)
+    if not jnp.issubdtype(value.dtype, jnp.inexact):
+        value = value.astype(jnp.result_type(float))
+    if check is check_inertia:
+        if value.shape == (3,):
+            value = jnp.diag(value)
+        if value.shape != (3, 3):
+            raise ValueError(
+                "RigidBody.with_parameters: `inertia` must have shape (3, 3) or (3,), got "
+                f"{value.shape}"
+            )
+    elif value.shape != ():
+        raise ValueError(f"RigidBody.with_parameters: `mass` must be a scalar, got {value.shape}")
+    return value
 
 
 def check_point(X, name: str, dtype=None) -> Array:

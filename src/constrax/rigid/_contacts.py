@@ -19,7 +19,6 @@ Friction is *not* a constraint: see `cx.rigid` friction forces (seed 000).
 from collections.abc import Callable, Sequence
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
@@ -61,12 +60,6 @@ def _evaluate(spec, name: str, t, q, p) -> Array:
 def _param(value, p):
     """A parameter given as a number/array or as a callable `p -> value`."""
     return value(p) if callable(value) else value
-
-
-def _one_form(fn, q: Array, cotangents: Array) -> Array:
-    r"""Rows $c_a^\top\,\partial v/\partial\dot q$ of a velocity map `fn(qd)` linear in `qd`."""
-    _, vjp = jax.vjp(fn, jnp.zeros_like(q))
-    return jax.vmap(lambda c: vjp(c)[0])(cotangents)
 
 
 def interconnection(
@@ -129,13 +122,13 @@ def angular_velocity_constraint(
     _check_frame(frame, "frame")
     spec = _vector_spec(axis, "axis")
 
-    def omega(t, q, p):
+    def rate(t, q, qd, p):
         mu = _evaluate(spec, "axis", t, q, p)
         if frame == "body":
-            mu = body.rotation(q) @ mu
-        return _one_form(lambda v: body.angular_velocity(q, v), q, mu[None])
+            mu = body.rotate(q, mu)
+        return jnp.atleast_1d(mu @ body.angular_velocity(q, qd))
 
-    return Pfaffian(omega, name=name or f"{body.name}.angular")
+    return Pfaffian(velocity=rate, name=name or f"{body.name}.angular")
 
 
 def translational_velocity_constraint(
@@ -179,29 +172,26 @@ def translational_velocity_constraint(
 
     def offset(t, q, p):
         d = _evaluate(pspec, "point", t, q, p)
-        return body.rotation(q) @ d if point_frame == "body" else d
+        return body.rotate(q, d) if point_frame == "body" else d
 
     def unit(t, q, p):
         u = _evaluate(uspec, "direction", t, q, p)
-        return body.rotation(q) @ u if direction_frame == "body" else u
+        return body.rotate(q, u) if direction_frame == "body" else u
 
-    def omega(t, q, p):
+    def rate(t, q, qd, p):
         delta, u = offset(t, q, p), unit(t, q, p)
-        return _one_form(lambda v: body.offset_velocity(q, v, delta), q, u[None])
-
-    b = None
-    if support_velocity is not None:
-
-        def b(t, q, p):
-            x = body.position(q) + offset(t, q, p)
+        v = body.offset_velocity(q, qd, delta)
+        if support_velocity is not None:
+            x = body.position(q) + delta
             vs = jnp.asarray(support_velocity(t, x, p), dtype=q.dtype)
             if vs.shape != (3,):
                 raise ValueError(
                     f"`support_velocity(t, x, p)` must return shape (3,), got {vs.shape}"
                 )
-            return jnp.atleast_1d(-unit(t, q, p) @ vs)
+            v = v - vs
+        return jnp.atleast_1d(u @ v)
 
-    return Pfaffian(omega, b, name=name or f"{body.name}.translational")
+    return Pfaffian(velocity=rate, name=name or f"{body.name}.translational")
 
 
 def knife_edge(
@@ -242,29 +232,44 @@ class Sphere(eqx.Module):
 
     radius: float | Callable
 
-    def contact_offset(self, R, n, p):
+    def contact_offset(self, body, q, n, p):
+        r"""Spatial offset $\Delta$ from the centre of mass to the lowest point."""
         return -_param(self.radius, p) * n
+
+    def normal_offset(self, body, q, n, p):
+        r"""$n\cdot\Delta = -a$."""
+        return -_param(self.radius, p) * jnp.ones((), q.dtype)
 
 
 class Disk(eqx.Module):
     r"""A thin disk (or the rim of a wheel) of radius `radius` centred at the centre of mass,
     with body-frame symmetry axis `axis` (default $e_3$).
 
-    The lowest rim point is $\Delta = -a\,d/|d|$, $d = n - (n\cdot e)e$, $e = R\,\text{axis}$.
-    Singular when the disk lies flat ($e\parallel n$, a whole rim touches); the safe norm
-    keeps values and gradients finite there, but the contact is then ill-defined.
+    The lowest rim point is $\Delta = -a\,d/|d|$, $d = n - (n\cdot e)e$, $e = R\,\text{axis}$,
+    so $n\cdot\Delta = -a|d| = -a\sqrt{1 - (n\cdot e)^2}$. Singular when the disk lies flat
+    ($e\parallel n$, a whole rim touches); safe square roots keep values and gradients finite
+    there, but the contact is then ill-defined.
     """
 
     radius: float | Callable
     axis: Array = eqx.field(converter=lambda a: check_point(a, "axis"), default=(0.0, 0.0, 1.0))
 
-    def contact_offset(self, R, n, p):
-        e = R @ self.axis.astype(R.dtype)
+    def contact_offset(self, body, q, n, p):
+        r"""Spatial offset $\Delta$ from the centre of mass to the lowest rim point."""
+        e = body.rotate(q, self.axis.astype(q.dtype))
         d = n - (n @ e) * e
         sq = d @ d
         ok = sq > 1e-30
         norm = jnp.sqrt(jnp.where(ok, sq, 1.0))
         return -_param(self.radius, p) * jnp.where(ok, d / norm, 0.0)
+
+    def normal_offset(self, body, q, n, p):
+        r"""$n\cdot\Delta = -a\sqrt{1 - (n\cdot e)^2}$ (the height of the centre above the
+        lowest rim point, negated)."""
+        c = n @ body.rotate(q, self.axis.astype(q.dtype))
+        sq = 1.0 - c * c
+        ok = sq > 1e-30
+        return -_param(self.radius, p) * jnp.where(ok, jnp.sqrt(jnp.where(ok, sq, 1.0)), 0.0)
 
 
 class Plane(eqx.Module):
@@ -286,7 +291,7 @@ class Plane(eqx.Module):
             raise ValueError(f"Plane: `normal` must be a unit vector, got {n.tolist()}")
 
     def tangents(self) -> Array:
-        """A fixed orthonormal basis `(2, 3)` of the plane's tangent space, $(t_1, n\times t_1)$
+        r"""A fixed orthonormal basis `(2, 3)` of the plane's tangent space, $(t_1, n\times t_1)$
         ($e_x, e_y$ for the horizontal plane)."""
         n = np.asarray(self.normal, dtype=float)
         a = np.eye(3)[int(np.argmin(np.abs(n)))]  # e_x for a horizontal plane
@@ -322,7 +327,7 @@ def _check_shape(shape):
 
 def contact_offset(body: RigidBody, shape, plane: Plane, q, p) -> Float[Array, " 3"]:
     r"""Spatial offset $\Delta$ from the centre of mass to the lowest point of `shape`."""
-    return shape.contact_offset(body.rotation(q), plane.normal.astype(q.dtype), p)
+    return shape.contact_offset(body, q, plane.normal.astype(q.dtype), p)
 
 
 def plane_contact(
@@ -338,8 +343,9 @@ def plane_contact(
     plane = Plane() if plane is None else plane
 
     def height(t, q, p):
-        x = body.position(q) + contact_offset(body, shape, plane, q, p)
-        return jnp.atleast_1d(plane.normal.astype(q.dtype) @ x - _param(plane.height, p))
+        n = plane.normal.astype(q.dtype)
+        lowest = n @ body.position(q) + shape.normal_offset(body, q, n, p)
+        return jnp.atleast_1d(lowest - _param(plane.height, p))
 
     return Holonomic(height, name=name or f"{body.name}.contact")
 
@@ -358,23 +364,20 @@ def no_slip(
     plane = Plane() if plane is None else plane
     tangents = plane.tangents()
 
-    def omega(t, q, p):
+    def slip(t, q, qd, p):
         delta = contact_offset(body, shape, plane, q, p)
-        return _one_form(lambda v: body.offset_velocity(q, v, delta), q, tangents.astype(q.dtype))
-
-    b = None
-    if plane.velocity is not None:
-
-        def b(t, q, p):
-            x = body.position(q) + contact_offset(body, shape, plane, q, p)
+        v = body.offset_velocity(q, qd, delta)
+        if plane.velocity is not None:
+            x = body.position(q) + delta
             vs = jnp.asarray(plane.velocity(t, x, p), dtype=q.dtype)
             if vs.shape != (3,):
                 raise ValueError(
                     f"`Plane.velocity(t, x, p)` must return shape (3,), got {vs.shape}"
                 )
-            return -tangents.astype(q.dtype) @ vs
+            v = v - vs
+        return tangents.astype(q.dtype) @ v
 
-    return Pfaffian(omega, b, name=name or f"{body.name}.no_slip")
+    return Pfaffian(velocity=slip, name=name or f"{body.name}.no_slip")
 
 
 def rolling_contact(

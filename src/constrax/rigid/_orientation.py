@@ -31,6 +31,7 @@ from ._so3 import (
     quaternion_conjugate,
     quaternion_from_rotation,
     quaternion_multiply,
+    quaternion_rotate,
     quaternion_to_rotation,
     spatial_angular_velocity,
 )
@@ -72,6 +73,10 @@ class AbstractOrientation(eqx.Module):
     @abc.abstractmethod
     def from_rotation(self, R: Float[Array, "3 3"]) -> Float[Array, " k"]:
         """Coordinates of an (orthonormal) rotation matrix."""
+
+    def rotate(self, x: Float[Array, " k"], X: Float[Array, " 3"]) -> Float[Array, " 3"]:
+        """$R(x)X$: a body-frame vector in spatial axes."""
+        return self.rotation(x) @ X
 
     def constraint(self, x: Float[Array, " k"]) -> Float[Array, " c"]:
         """Holonomic rows that keep $x$ on $SO(3)$ (empty by default)."""
@@ -178,6 +183,11 @@ class Quaternion(AbstractOrientation):
 
     def constraint(self, x):
         return jnp.atleast_1d(x @ x - 1.0)
+
+    def rotate(self, x, X):
+        r"""$R X = X + \tfrac{2}{|q|^2}\big(w\,u\times X + u\times(u\times X)\big)$ for
+        $q = (w, u)$ (closed form, without building $R$)."""
+        return quaternion_rotate(x, X)
 
     def spatial_angular_velocity(self, x, xd):
         r"""$\omega = 2\operatorname{vec}(\dot q\otimes\bar q)/|q|^2$ (closed form)."""

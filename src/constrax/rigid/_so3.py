@@ -129,6 +129,24 @@ def quaternion_to_rotation(q: Float[ArrayLike, "*batch 4"]) -> Float[Array, "*ba
     return eye + scale[..., None, None] * (w[..., None, None] * V + V @ V)
 
 
+def quaternion_rotate(q: Float[ArrayLike, " 4"], X: Float[ArrayLike, " 3"]) -> Float[Array, " 3"]:
+    r"""$R(q)X$ without building $R$:
+    $X + \frac{2}{|q|^2}\big(w\,u\times X + u\times(u\times X)\big)$ for $q = (w, u)$,
+    the rotation of `quaternion_to_rotation` ($q = 0$ gives $X$).
+
+    **Example:** `quaternion_rotate(jnp.array([1.0, 0, 0, 0]), X)` is `X`.
+    """
+    q, X = jnp.asarray(q), jnp.asarray(X)
+    if q.shape != (4,) or X.shape != (3,):
+        raise ValueError(f"`q` must have shape (4,) and `X` (3,), got {q.shape} and {X.shape}")
+    sq = q @ q
+    ok = sq > 0
+    scale = jnp.where(ok, 2.0 / jnp.where(ok, sq, 1.0), 0.0)
+    u = q[1:]
+    uX = jnp.cross(u, X)
+    return X + scale * (q[0] * uX + jnp.cross(u, uX))
+
+
 def quaternion_from_axis_angle(rotvec: Float[ArrayLike, "*batch 3"]) -> Float[Array, "*batch 4"]:
     r"""$q = (\cos\frac\vartheta2, \sin\frac\vartheta2\,\theta/\vartheta)$, finite at $\theta = 0$.
 
