@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import constrax as cx
-from constrax._system import constraint_terms, stacked_residual
+from constrax._system import stacked_residual
 
 _RUN = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "run.py"
 
@@ -87,55 +87,3 @@ def test_snake_initial_state_satisfies_wheel_constraints(bench):
 def test_smoke_rejects_unknown_case(bench):
     with pytest.raises(ValueError, match="unknown smoke case 'pendulum'"):
         bench.smoke("pendulum")
-
-
-def test_constraint_terms_equal_full_jacobians():
-    """`constraint_terms` (per kind: A read off, one jvp for the bias) gives the same
-    (A, c, c_bias) as full `jax.jacfwd` Jacobians of all stacked rows,
-    A = dc/dqd and c_bias = dc/dt + dc/dq qd, in a system mixing every constraint kind
-    (both forms of `Pfaffian`)."""
-
-    def g(t, q, p):
-        return q[0] ** 2 + q[1] ** 2 - 1.0 + 0.1 * t
-
-    def omega(t, q, p):
-        return jnp.stack(
-            [
-                jnp.stack([-jnp.sin(q[2] + t), jnp.cos(q[2]), q[0], 0.0 * q[0]]),
-                jnp.stack([q[1], q[2] ** 2, 1.0 + 0.0 * q[0], jnp.sin(q[3])]),
-            ]
-        )
-
-    def b(t, q, p):
-        return jnp.stack([t * q[0], jnp.cos(q[1])])
-
-    def F(t, q, qd, p):
-        return qd @ qd * q[0] - 1.0
-
-    def v(t, q, qd, p):  # the same rows as (omega, b), as a velocity map
-        return omega(t, q, p) @ qd + b(t, q, p)
-
-    system = cx.System(
-        lambda t, q, qd, p: 0.5 * qd @ qd,
-        [
-            cx.Holonomic(g),
-            cx.Pfaffian(omega, b),
-            cx.VelocityConstraint(F),
-            cx.Pfaffian(lambda t, q, p: jnp.stack([1.0, q[0], 0.0, 0.0])),
-            cx.Pfaffian(velocity=v),
-        ],
-    )
-
-    @jax.jit
-    @jax.vmap
-    def both(t, q, qd):
-        fast = constraint_terms(system, t, q, qd, None)
-        c = stacked_residual(system, None)
-        dt, dq, dqd = jax.jacfwd(c, argnums=(0, 1, 2))(t, q, qd)
-        return fast, (dqd, c(t, q, qd), dt + dq @ qd)
-
-    rng = np.random.default_rng(0)
-    fast, ref = both(*(jnp.asarray(rng.normal(size=s)) for s in [(3,), (3, 4), (3, 4)]))
-    for a, r in zip(fast, ref, strict=True):
-        assert a.shape == r.shape
-        np.testing.assert_allclose(np.asarray(a), np.asarray(r), rtol=1e-14, atol=1e-14)

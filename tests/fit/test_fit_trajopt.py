@@ -92,6 +92,24 @@ def test_gradient_through_diffrax_matches_finite_differences():
         np.testing.assert_allclose(jnp.sum(grad.knots * d), fd, rtol=1e-6)
 
 
+def test_default_adjoint_checkpoints_every_fixed_step_with_the_same_gradient():
+    """Without an `adjoint`, a fixed-step problem stores one checkpoint per step (N + 1 for
+    N = 200 steps) and an adaptive one keeps diffrax's default; the gradient is the same
+    discrete gradient as with diffrax's default `RecursiveCheckpointAdjoint()`."""
+    fixed = dict(stepsize_controller=diffrax.ConstantStepSize(), dt0=T / 200)
+    prob = problem(adjoint=None, **fixed)
+    assert isinstance(prob.adjoint, diffrax.RecursiveCheckpointAdjoint)
+    assert prob.adjoint.checkpoints == 201
+    assert problem(adjoint=None).adjoint.checkpoints is None  # adaptive steps
+    z = prob.init(PARAMS)
+
+    def grad_of(pr):
+        return eqx.filter_jit(eqx.filter_grad(lambda z: pr.loss(z)))(z).knots
+
+    g = grad_of(prob)
+    np.testing.assert_allclose(grad_of(problem(**fixed)), g, rtol=1e-12, atol=1e-12)
+
+
 def test_knife_edge_steered_sideways():
     """Levenberg–Marquardt on the knots (forward-mode Jacobians through diffrax):
     terminal error <= 1e-3 while the no-slip constraint holds to <= 1e-8 along the path."""

@@ -119,6 +119,8 @@ def test_rolling_disk_contact_is_the_lowest_rim_point():
     np.testing.assert_allclose(
         rg.contact_offset(body, rg.Disk(a), rg.Plane(), q, None), delta, atol=1e-9
     )
+    # the support height used by the contact row is the normal part of that offset
+    np.testing.assert_allclose(rg.Disk(a).normal_offset(body, q, EZ, None), delta[2], atol=1e-9)
     height, slip = rg.rolling_contact(body, rg.Disk(a), rg.Plane())
     np.testing.assert_allclose(
         height.position_residual(0.0, q, None), [0.5 - a * np.sin(tilt)], atol=1e-13

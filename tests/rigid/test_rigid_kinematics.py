@@ -58,6 +58,44 @@ def test_quaternions_represent_rotations_and_compose_by_hamilton_product():
         )
 
 
+@pytest.mark.parametrize("orientation", ORIENTATIONS)
+def test_rotate_is_the_rotation_matrix_times_the_vector(orientation):
+    """`rotate(x, X) = R(x) X` in every chart; the quaternion's closed form also for a
+    quaternion off the unit sphere (R is built from q/|q|) and at q = 0 (identity)."""
+    x = orientation.from_rotation(R0)
+    np.testing.assert_allclose(orientation.rotate(x, V), R0 @ V, atol=1e-14)
+    q = 2.5 * rg.quaternion_from_rotation(R0)
+    np.testing.assert_allclose(rg.quaternion_rotate(q, V), R0 @ V, atol=1e-14)
+    np.testing.assert_allclose(rg.quaternion_rotate(jnp.zeros(4), V), V, atol=0)
+    body = rg.RigidBody(1.0, I_BODY, orientation)
+    bq = jnp.concatenate([jnp.ones(3), x])
+    np.testing.assert_allclose(body.point(bq, V), 1.0 + R0 @ V, atol=1e-14)
+
+
+def test_with_parameters_checks_concrete_values_and_converts_traced_ones():
+    body = rg.RigidBody(1.0, I_BODY)
+    heavy = body.with_parameters(2.0, jnp.array([1.0, 1.0, 1.5]))
+    assert float(heavy.mass) == 2.0
+    np.testing.assert_allclose(heavy.inertia, jnp.diag(jnp.array([1.0, 1.0, 1.5])))
+    assert body.with_parameters(inertia=2 * jnp.eye(3)).mass == body.mass
+    with pytest.raises(ValueError, match="`mass` must be positive"):
+        body.with_parameters(-1.0)
+    with pytest.raises(ValueError, match="triangle inequality"):
+        body.with_parameters(inertia=jnp.array([1.0, 1.0, 3.0]))
+    with pytest.raises(ValueError, match=r"`inertia` must have shape \(3, 3\) or \(3,\)"):
+        jax.jit(lambda I: body.with_parameters(inertia=I).inertia)(jnp.ones(2))
+    q = jnp.concatenate([jnp.zeros(3), rg.Quaternion().from_rotation(R0)])
+    qd = jnp.concatenate([V, rg.Quaternion().velocity_from_angular_velocity(q[3:], W)])
+
+    def T(m, I):  # traced parameters, as inside a Lagrangian; no checks in the graph
+        return body.with_parameters(m, I).kinetic_energy(q, qd)
+
+    dm, dI = jax.grad(T, argnums=(0, 1))(2.0, I_BODY)
+    np.testing.assert_allclose(dm, 0.5 * V @ V, rtol=1e-13)
+    np.testing.assert_allclose(dI, 0.5 * (R0.T @ W) ** 2, rtol=1e-12)
+    assert "cholesky" not in str(jax.make_jaxpr(T)(2.0, I_BODY))
+
+
 def test_euler_zxz_angles_are_three_elementary_rotations():
     psi, th, phi = 0.4, 1.1, -0.7
     ez, ex = jnp.array([0.0, 0.0, 1.0]), jnp.array([1.0, 0.0, 0.0])

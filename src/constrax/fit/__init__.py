@@ -9,7 +9,7 @@ from ._identify import (
     uncertainty as uncertainty,
 )
 from ._observations import Observations as Observations
-from ._problem import AbstractProblem as AbstractProblem
+from ._problem import AbstractProblem as AbstractProblem, default_adjoint as default_adjoint
 from ._shooting import (
     AbstractShooting as AbstractShooting,
     MultipleShooting as MultipleShooting,

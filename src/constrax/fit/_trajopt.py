@@ -41,7 +41,8 @@ class TrajectoryProblem(AbstractProblem):
     - `terminal_weight` $w_T$ (scalar or `(n,)` per coordinate), `effort_weight` $w_u$.
     - `solver`, `dt0`, `stepsize_controller`, `adjoint`, `max_steps`, `prescription`,
       `stabilisation`, `constraint_solver`: passed to `cx.simulate` (default adjoint
-      `diffrax.RecursiveCheckpointAdjoint()`; e.g. `diffrax.BacksolveAdjoint()` or
+      `RecursiveCheckpointAdjoint`, one checkpoint per step under `ConstantStepSize`:
+      `cx.fit.default_adjoint`; e.g. `diffrax.BacksolveAdjoint()` or
       `diffrax.ForwardMode()` also work).
 
     **Example:**
@@ -92,7 +93,7 @@ class TrajectoryProblem(AbstractProblem):
         solver: diffrax.AbstractSolver = diffrax.Tsit5(),
         dt0: float | None = None,
         stepsize_controller: diffrax.AbstractStepSizeController | None = None,
-        adjoint: diffrax.AbstractAdjoint = diffrax.RecursiveCheckpointAdjoint(),
+        adjoint: diffrax.AbstractAdjoint | None = None,
         max_steps: int = 16384,
         prescription: AbstractPrescription = DAlembert(),
         stabilisation: AbstractStabilisation | None = None,
@@ -144,6 +145,7 @@ class TrajectoryProblem(AbstractProblem):
             max_steps=max_steps,
             prescription=prescription,
             constraint_solver=constraint_solver,
+            span=self.t1 - self.t0,
         )
         self.stabilisation = stabilisation
 

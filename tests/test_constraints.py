@@ -1,0 +1,114 @@
+"""Constraint kinds and the constraint terms the engine derives from them.
+
+References: full `jax.jacfwd` Jacobians of the stacked rows (A and the bias by definition),
+and the one-form of a Pfaffian written out by hand against its velocity form."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import constrax as cx
+from constrax._system import constraint_terms, stacked_residual
+
+
+def test_constraint_terms_equal_full_jacobians():
+    """`constraint_terms` (per kind: A read off, one jvp for the bias) gives the same
+    (A, c, c_bias) as full `jax.jacfwd` Jacobians of all stacked rows,
+    A = dc/dqd and c_bias = dc/dt + dc/dq qd, in a system mixing every constraint kind
+    (both forms of `Pfaffian`)."""
+
+    def g(t, q, p):
+        return q[0] ** 2 + q[1] ** 2 - 1.0 + 0.1 * t
+
+    def omega(t, q, p):
+        return jnp.stack(
+            [
+                jnp.stack([-jnp.sin(q[2] + t), jnp.cos(q[2]), q[0], 0.0 * q[0]]),
+                jnp.stack([q[1], q[2] ** 2, 1.0 + 0.0 * q[0], jnp.sin(q[3])]),
+            ]
+        )
+
+    def b(t, q, p):
+        return jnp.stack([t * q[0], jnp.cos(q[1])])
+
+    def F(t, q, qd, p):
+        return qd @ qd * q[0] - 1.0
+
+    def v(t, q, qd, p):  # the same rows as (omega, b), as a velocity map
+        return omega(t, q, p) @ qd + b(t, q, p)
+
+    system = cx.System(
+        lambda t, q, qd, p: 0.5 * qd @ qd,
+        [
+            cx.Holonomic(g),
+            cx.Pfaffian(omega, b),
+            cx.VelocityConstraint(F),
+            cx.Pfaffian(lambda t, q, p: jnp.stack([1.0, q[0], 0.0, 0.0])),
+            cx.Pfaffian(velocity=v),
+        ],
+    )
+
+    @jax.jit
+    @jax.vmap
+    def both(t, q, qd):
+        fast = constraint_terms(system, t, q, qd, None)
+        c = stacked_residual(system, None)
+        dt, dq, dqd = jax.jacfwd(c, argnums=(0, 1, 2))(t, q, qd)
+        return fast, (dqd, c(t, q, qd), dt + dq @ qd)
+
+    rng = np.random.default_rng(0)
+    fast, ref = both(*(jnp.asarray(rng.normal(size=s)) for s in [(3,), (3, 4), (3, 4)]))
+    for a, r in zip(fast, ref, strict=True):
+        assert a.shape == r.shape
+        np.testing.assert_allclose(np.asarray(a), np.asarray(r), rtol=1e-14, atol=1e-14)
+
+
+def test_pfaffian_velocity_form_has_the_one_form_and_the_dynamics_of_omega():
+    """`Pfaffian(velocity=v)` with v = omega(q) qd + b(t, q): its `one_form` and
+    `affine_term` are omega and b, and the sleigh's accelerations, multipliers and
+    constraint rank agree with the one-form version."""
+    sleigh = cx.models.chaplygin_sleigh()
+    (con,) = sleigh.system.constraints
+
+    def v(t, q, qd, p):
+        return con.one_form(t, q, p) @ qd + 0.1 * t * q[0]
+
+    def b(t, q, p):
+        return jnp.atleast_1d(0.1 * t * q[0])
+
+    velocity_form = cx.Pfaffian(velocity=v, name="v")
+    one_form = cx.Pfaffian(con.omega, b, name="w")
+    q = jnp.array([0.3, -0.2, 0.7])
+    qd = jnp.array([0.5, 0.1, -0.4])
+    t, p = jnp.asarray(0.8), sleigh.params
+    np.testing.assert_allclose(velocity_form.one_form(t, q, p), con.one_form(t, q, p), atol=1e-15)
+    np.testing.assert_allclose(velocity_form.affine_term(t, q, p), b(t, q, p), atol=1e-15)
+    acc = []
+    for c in (velocity_form, one_form):
+        system = cx.System(sleigh.system.lagrangian, [c])
+        acc.append(cx.accelerations(system, t, q, qd, p))
+    np.testing.assert_allclose(acc[0].qdd, acc[1].qdd, rtol=1e-14, atol=1e-14)
+    np.testing.assert_allclose(acc[0].multipliers, acc[1].multipliers, rtol=1e-14, atol=1e-14)
+    system = cx.System(sleigh.system.lagrangian, [velocity_form])
+    assert int(cx.constraint_rank(system, t, q, qd, p).rank) == 1
+
+
+def test_pfaffian_needs_exactly_one_form():
+    omega = lambda t, q, p: q
+    with pytest.raises(TypeError, match="give exactly one of `omega`"):
+        cx.Pfaffian()
+    with pytest.raises(TypeError, match="give exactly one of `omega`"):
+        cx.Pfaffian(omega, velocity=lambda t, q, qd, p: qd)
+    with pytest.raises(TypeError, match="`b` goes with `omega`"):
+        cx.Pfaffian(b=lambda t, q, p: q[:1], velocity=lambda t, q, qd, p: qd[:1])
+    with pytest.raises(TypeError, match="`velocity` must be callable"):
+        cx.Pfaffian(velocity=1.0)
+    system = cx.System(
+        lambda t, q, qd, p: 0.5 * qd @ qd,
+        [cx.Pfaffian(velocity=lambda t, q, qd, p: jnp.outer(qd, qd), name="bad")],
+    )
+    with pytest.raises(
+        ValueError, match=r"constraint 'bad' \(Pfaffian\): velocity\(t, q, qd, p\) must return"
+    ):
+        cx.accelerations(system, 0.0, jnp.ones(2), jnp.ones(2), None)
