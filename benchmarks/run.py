@@ -421,8 +421,9 @@ FIT_TS = np.linspace(0.2, T1, 50)  # 50 observation times of the snake cart on [
 FIT_TRUE = {"m_b": 1.2, "J_w": 0.22, "tau": 0.35}  # "true" values that generate the data
 
 
-def _fit_simulate(system, q0, qd0, p, ts, dt0: float = DT0, adjoint=None):
-    adjoint = diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint
+def _fit_simulate(
+    system, q0, qd0, p, ts, dt0: float = DT0, adjoint=diffrax.RecursiveCheckpointAdjoint()
+):
     return cx.simulate(
         system,
         q0,
@@ -480,7 +481,7 @@ def make_fit_functions(ts=FIT_TS, data=None) -> dict[str, Callable]:
     kw["saveat"] = diffrax.SaveAt(ts=jnp.asarray(ts))
     every_step = diffrax.RecursiveCheckpointAdjoint(checkpoints=fit_steps(ts) + 1)
 
-    def loss(p, q0, qd0, data, adjoint=None):
+    def loss(p, q0, qd0, data, adjoint=kw["adjoint"]):
         q = _fit_simulate(system, q0, qd0, p, ts, adjoint=adjoint).q
         return jnp.sum((q - data) ** 2)
 
@@ -500,9 +501,7 @@ def make_fit_functions(ts=FIT_TS, data=None) -> dict[str, Callable]:
         )
         return jnp.sum((sol.ys[0] - data) ** 2)
 
-    def grad(fn, adjoint=None):
-        if adjoint is None:
-            return lambda p, z, q0, qd0, data: jax.grad(fn)(p, q0, qd0, data)
+    def grad(fn, adjoint=kw["adjoint"]):
         return lambda p, z, q0, qd0, data: jax.grad(fn)(p, q0, qd0, data, adjoint)
 
     return {
@@ -776,24 +775,26 @@ def bench_snake(cfg: dict) -> dict:
     return out
 
 
+def _rollout_case(make: Callable, args, cfg: dict) -> dict:
+    """Time constrax vs hand-written rollouts `make()[k]` and judge the ≤ 1.2 target."""
+    res = {}
+    res["rollout"], res["compile_rollout"], finals = run_times(
+        {k: (lambda k=k: make()[k]) for k in ("constrax", "hand")},
+        args,
+        cfg["repeats"],
+        cfg["compile_repeats"],
+    )
+    res["final_state_max_abs_diff"] = _max_abs_diff(finals["constrax"], finals["hand"])
+    res["target"] = _verdict(res["rollout"], 1.2)
+    return res
+
+
 def bench_particle(cfg: dict) -> dict:
     args = (*particle_initial_state(), jnp.array([PARTICLE_MU0]), particle_params())
     out = {"t1": T1, "dt0": DT0, "n_steps": round(T1 / DT0), "mu0": PARTICLE_MU0}
     for label, vak in (("dalembert", False), ("vakonomic", True)):
         print(f"  {label}", flush=True)
-        res = {}
-        res["rollout"], res["compile_rollout"], finals = run_times(
-            {
-                k: (lambda k=k, vak=vak: make_particle_rollouts(vak)[k])
-                for k in ("constrax", "hand")
-            },
-            args,
-            cfg["repeats"],
-            cfg["compile_repeats"],
-        )
-        res["final_state_max_abs_diff"] = _max_abs_diff(finals["constrax"], finals["hand"])
-        res["target"] = _verdict(res["rollout"], 1.2)
-        out[label] = res
+        out[label] = _rollout_case(lambda vak=vak: make_particle_rollouts(vak), args, cfg)
     return out
 
 
@@ -801,20 +802,9 @@ def bench_rigid(cfg: dict) -> dict:
     out = {"t1": RIGID_T1, "dt0": DT0, "n_steps": round(RIGID_T1 / DT0)}
     for name in RIGID_MODELS:
         print(f"  {name}", flush=True)
-        args = rigid_args(name)
-        res = {}
-        res["rollout"], res["compile_rollout"], finals = run_times(
-            {
-                k: (lambda k=k, name=name: make_rigid_rollouts(name)[k])
-                for k in ("constrax", "hand")
-            },
-            args,
-            cfg["repeats"],
-            cfg["compile_repeats"],
+        out[name] = _rollout_case(
+            lambda name=name: make_rigid_rollouts(name), rigid_args(name), cfg
         )
-        res["final_state_max_abs_diff"] = _max_abs_diff(finals["constrax"], finals["hand"])
-        res["target"] = _verdict(res["rollout"], 1.2)
-        out[name] = res
     return out
 
 

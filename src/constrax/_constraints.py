@@ -23,6 +23,15 @@ from ._custom_types import (
 )
 
 
+def row_jacobian(fn, x: Array, k: int) -> Array:
+    """`(k, n)` Jacobian of `fn: (n,) -> (k,)` at `x`: `k` reverse passes when `k < n`,
+    else `n` forward passes (both batched by `vmap`)."""
+    if k < x.shape[0]:
+        _, vjp = jax.vjp(fn, x)
+        return jax.vmap(lambda ct: vjp(ct)[0])(jnp.eye(k, dtype=x.dtype))
+    return jax.jacfwd(fn)(x)
+
+
 def _name_of(fn, default: str) -> str:
     name = getattr(fn, "__name__", None)
     if name is None or name == "<lambda>":
@@ -173,8 +182,8 @@ class Pfaffian(AbstractConstraint):
         r"""The rows $\omega(t, q)$ as a `(k, n)` matrix."""
         if self.omega is None:
             fn = lambda v: self._velocity_rows(t, q, v, p).astype(q.dtype)
-            out, vjp = jax.vjp(fn, jnp.zeros_like(q))
-            return jax.vmap(lambda ct: vjp(ct)[0])(jnp.eye(out.shape[0], dtype=out.dtype))
+            zero = jnp.zeros_like(q)
+            return row_jacobian(fn, zero, jax.eval_shape(fn, zero).shape[0])
         w = self.omega(t, q, p)
         return w[None, :] if jnp.ndim(w) == 1 else w
 

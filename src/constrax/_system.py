@@ -18,7 +18,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._constraints import AbstractConstraint, Holonomic, Pfaffian, VelocityConstraint
+from ._constraints import (
+    AbstractConstraint,
+    Holonomic,
+    Pfaffian,
+    VelocityConstraint,
+    row_jacobian,
+)
 from ._custom_types import ForceFn, LagrangianFn, Params, Time
 
 
@@ -105,6 +111,12 @@ def check_state(q, qd) -> tuple[Array, Array]:
     return q, qd
 
 
+def _row_count(label: str, what: str, shape: tuple[int, ...]) -> int:
+    if len(shape) > 1:
+        raise ValueError(f"{label}: {what} must return a scalar or shape (k,), got {shape}")
+    return shape[0] if shape else 1
+
+
 def constraint_row_counts(system: System, t, q, qd, p) -> tuple[int, ...]:
     """Check every user function's output shape at trace time; return rows per constraint.
 
@@ -124,21 +136,8 @@ def constraint_row_counts(system: System, t, q, qd, p) -> tuple[int, ...]:
     for con in system.constraints:
         label = f"constraint {con.name!r} ({type(con).__name__})"
         if isinstance(con, Holonomic):
-            shape = _shape(con.g, t, q, p)
-            if len(shape) > 1:
-                raise ValueError(
-                    f"{label}: g(t, q, p) must return a scalar or shape (k,), got {shape}"
-                )
-            k = shape[0] if shape else 1
-        elif isinstance(con, Pfaffian) and con.velocity is not None:
-            shape = _shape(con.velocity, t, q, qd, p)
-            if len(shape) > 1:
-                raise ValueError(
-                    f"{label}: velocity(t, q, qd, p) must return a scalar or shape (k,), got "
-                    f"{shape}"
-                )
-            k = shape[0] if shape else 1
-        elif isinstance(con, Pfaffian):
+            k = _row_count(label, "g(t, q, p)", _shape(con.g, t, q, p))
+        elif isinstance(con, Pfaffian) and con.omega is not None:
             shape = _shape(con.omega, t, q, p)
             if not (shape == (n,) or (len(shape) == 2 and shape[1] == n)):
                 raise ValueError(
@@ -154,12 +153,9 @@ def constraint_row_counts(system: System, t, q, qd, p) -> tuple[int, ...]:
                         f"{k} rows, got {bshape}"
                     )
         elif isinstance(con, VelocityConstraint):
-            shape = _shape(con.F, t, q, qd, p)
-            if len(shape) > 1:
-                raise ValueError(
-                    f"{label}: F(t, q, qd, p) must return a scalar or shape (k,), got {shape}"
-                )
-            k = shape[0] if shape else 1
+            k = _row_count(label, "F(t, q, qd, p)", _shape(con.F, t, q, qd, p))
+        elif isinstance(con, Pfaffian):
+            k = _row_count(label, "velocity(t, q, qd, p)", _shape(con.velocity, t, q, qd, p))
         else:
             k = _shape(con.velocity_residual, t, q, qd, p)[0]
         rows.append(k)
@@ -250,15 +246,6 @@ def stacked_residual(system: System, p: Params) -> Callable:
     return c
 
 
-def _jacobian(fn: Callable, x: Array, k: int) -> Array:
-    """`(k, n)` Jacobian of `fn: (n,) -> (k,)` at `x`: `k` reverse passes when `k < n`,
-    else `n` forward passes (both batched by `vmap`)."""
-    if k < x.shape[0]:
-        _, vjp = jax.vjp(fn, x)
-        return jax.vmap(lambda ct: vjp(ct)[0])(jnp.eye(k, dtype=x.dtype))
-    return jax.jacfwd(fn)(x)
-
-
 def constraint_rows(
     con: AbstractConstraint, t, q, qd, p
 ) -> tuple[Float[Array, "k n"], Float[Array, " k"], Float[Array, " k"]]:
@@ -276,12 +263,12 @@ def constraint_rows(
     k = c.shape[0]
     if isinstance(con, Holonomic):
         g = lambda q_: jnp.atleast_1d(con.g(t, q_, p)).astype(q.dtype)
-        A = _jacobian(g, q, k)
+        A = row_jacobian(g, q, k)
     elif isinstance(con, Pfaffian) and con.omega is not None:
         A = con.one_form(t, q, p).astype(q.dtype)
     else:
         v = lambda qd_: jnp.atleast_1d(con.velocity_residual(t, q, qd_, p)).astype(q.dtype)
-        A = _jacobian(v, qd, k)
+        A = row_jacobian(v, qd, k)
     return A, c, c_bias
 
 

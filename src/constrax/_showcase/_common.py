@@ -4,7 +4,10 @@ import os
 import time
 from contextlib import contextmanager
 
+import diffrax
 import jax
+
+from .._simulate import simulate
 
 
 def enable_x64() -> None:
@@ -50,3 +53,19 @@ def stopwatch():
 def block(x):
     """Wait for every array in `x` (honest wall-clock timings)."""
     return jax.block_until_ready(x)
+
+
+def simulate_model(model, ts, params=None, *, t1=None, tol: float = 1e-10, **kwargs):
+    """`cx.simulate` of a zoo `model` from its initial state, saved at `ts`, up to `t1`
+    (default `ts[-1]`), with `PIDController(rtol=tol, atol=tol)`; `params` default to the
+    model's; other keywords go to `simulate`."""
+    return simulate(
+        model.system,
+        model.q0,
+        model.qd0,
+        model.params if params is None else params,
+        t1=ts[-1] if t1 is None else t1,
+        saveat=diffrax.SaveAt(ts=ts),
+        stepsize_controller=diffrax.PIDController(rtol=tol, atol=tol),
+        **kwargs,
+    )

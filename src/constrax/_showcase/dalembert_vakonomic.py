@@ -16,7 +16,6 @@ displacements $\delta q\in\ker A$, which d'Alembert's principle forbids.
 
 import json
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -25,23 +24,12 @@ import numpy as np
 from .. import models
 from .._diagnostics import constraint_jacobian
 from .._prescriptions import DAlembert, Vakonomic
-from .._simulate import simulate
-from ._common import enable_x64, outpath, pyplot, stopwatch
+from ._common import enable_x64, outpath, pyplot, simulate_model, stopwatch
 
 
 @eqx.filter_jit
 def _rollout(model, ts, prescription, mu0):
-    traj = simulate(
-        model.system,
-        model.q0,
-        model.qd0,
-        model.params,
-        t1=ts[-1],
-        saveat=diffrax.SaveAt(ts=ts),
-        prescription=prescription,
-        mu0=mu0,
-        stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-10),
-    )
+    traj = simulate_model(model, ts, prescription=prescription, mu0=mu0)
     acc = traj.accelerations()
     A = jax.vmap(lambda t, q, qd: constraint_jacobian(model.system, t, q, qd, model.params))(
         traj.ts, traj.q, traj.qd

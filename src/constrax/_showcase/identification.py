@@ -20,8 +20,7 @@ import numpy as np
 import optimistix as optx
 
 from .. import models
-from .._simulate import simulate
-from ._common import enable_x64, outpath, pyplot, stopwatch
+from ._common import enable_x64, outpath, pyplot, simulate_model, stopwatch
 
 TRUE = {"a": 0.5, "I": 0.1}
 GUESS = {"a": 0.2, "I": 0.3}
@@ -29,17 +28,7 @@ GUESS = {"a": 0.2, "I": 0.3}
 
 def _positions(model, theta, ts):
     p = {**model.params, "a": theta[0], "I": theta[1]}
-    traj = simulate(
-        model.system,
-        model.q0,
-        model.qd0,
-        p,
-        t1=ts[-1],
-        saveat=diffrax.SaveAt(ts=ts),
-        stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-10),
-        adjoint=diffrax.ForwardMode(),
-    )
-    return traj.q
+    return simulate_model(model, ts, p, adjoint=diffrax.ForwardMode()).q
 
 
 @eqx.filter_jit

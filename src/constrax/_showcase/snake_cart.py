@@ -11,7 +11,6 @@ work, only the steering torque does).
 
 import json
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -21,24 +20,14 @@ from scipy.integrate import cumulative_simpson
 from .. import models
 from .._diagnostics import constraint_rank
 from .._dynamics import accelerations
-from .._simulate import simulate
 from .._solve import KKT
 from .._stabilisation import Projection
-from ._common import enable_x64, outpath, pyplot, stopwatch
+from ._common import enable_x64, outpath, pyplot, simulate_model, stopwatch
 
 
 @eqx.filter_jit
 def _rollout(model, t1, ts, stabilisation):
-    traj = simulate(
-        model.system,
-        model.q0,
-        model.qd0,
-        model.params,
-        t1=t1,
-        saveat=diffrax.SaveAt(ts=ts),
-        stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-10),
-        stabilisation=stabilisation,
-    )
+    traj = simulate_model(model, ts, t1=t1, stabilisation=stabilisation)
     force = model.system.force
     power = jax.vmap(lambda t, q, qd: force(t, q, qd, model.params) @ qd)(ts, traj.q, traj.qd)
     rank = traj.constraint_rank()

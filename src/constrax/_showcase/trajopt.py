@@ -26,8 +26,7 @@ import numpy as np
 import optimistix as optx
 
 from .. import models
-from .._simulate import simulate
-from ._common import enable_x64, outpath, pyplot, stopwatch
+from ._common import enable_x64, outpath, pyplot, simulate_model, stopwatch
 
 TARGET = (1.5, 0.6, 0.0)  # x [m], y [m], theta [rad]
 TOL = 1e-3  # pose tolerance scaling the terminal residual
@@ -49,17 +48,7 @@ def _model():
 
 def _rollout(model, knots, T, ts):
     p = {**model.params, "knots": knots, "T": T}
-    traj = simulate(
-        model.system,
-        model.q0,
-        model.qd0,
-        p,
-        t1=T,
-        saveat=diffrax.SaveAt(ts=ts),
-        stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-8),
-        adjoint=diffrax.ForwardMode(),
-    )
-    return traj
+    return simulate_model(model, ts, p, t1=T, tol=1e-8, adjoint=diffrax.ForwardMode())
 
 
 @eqx.filter_jit

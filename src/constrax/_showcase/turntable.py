@@ -11,15 +11,13 @@ $r(t) = c + R(\nu t)(r_0 - c)$ over several orbits.
 
 import json
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import models
-from .._simulate import simulate
-from ._common import enable_x64, outpath, pyplot, stopwatch
+from ._common import enable_x64, outpath, pyplot, simulate_model, stopwatch
 
 
 def _model_fns():
@@ -34,15 +32,7 @@ def _model_fns():
 
 @eqx.filter_jit
 def _rollout(model, ts):
-    traj = simulate(
-        model.system,
-        model.q0,
-        model.qd0,
-        model.params,
-        t1=ts[-1],
-        saveat=diffrax.SaveAt(ts=ts),
-        stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-10),
-    )
+    traj = simulate_model(model, ts)
     res = traj.constraint_residual()
     return (
         traj.q,

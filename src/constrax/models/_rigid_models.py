@@ -9,7 +9,14 @@ import jax.numpy as jnp
 from .._constraints import Holonomic, Pfaffian
 from .._system import System
 from ..rigid._body import RigidBody
-from ..rigid._contacts import Disk, Plane, Sphere, rolling_contact, rotating_plane
+from ..rigid._contacts import (
+    Disk,
+    Plane,
+    Sphere,
+    body_constraints,
+    rolling_contact,
+    rotating_plane,
+)
 from ..rigid._friction import combine_forces, viscous_rolling_friction, viscous_spin_friction
 from ..rigid._orientation import AbstractOrientation, Quaternion, RotationMatrix
 from ..rigid._so3 import euler_zxz_to_rotation, rotation_from_axis_angle
@@ -26,6 +33,17 @@ def _check_orientation(orientation, model):
             f"{model}: `orientation` must be cx.rigid.RotationMatrix(), Quaternion() or "
             f"EulerZXZ(), got {orientation!r}"
         )
+
+
+def _gravity_lagrangian(template: RigidBody, inertia_of):
+    r"""$L = T - mg\,r_z$ of `template` with mass `p["mass"]`, inertia `inertia_of(p)` and
+    gravity `p["g"]` read from the parameters (unchecked under trace: `with_parameters`)."""
+
+    def lagrangian(t, q, qd, p):
+        body = template.with_parameters(p["mass"], inertia_of(p))
+        return body.kinetic_energy(q, qd) - p["mass"] * p["g"] * body.position(q)[2]
+
+    return lagrangian
 
 
 # ----------------------------------------------------------------------------------------
@@ -70,8 +88,7 @@ def free_rigid_body(*, orientation: AbstractOrientation = _MATRIX, **overrides) 
     def lagrangian(t, q, qd, p):
         return template.with_parameters(p["mass"], p["inertia"]).kinetic_energy(q, qd)
 
-    cons = [template.orientation_constraint()]
-    system = System(lagrangian, [c for c in cons if c is not None])
+    system = System(lagrangian, body_constraints(template.orientation_constraint()))
     R0 = rotation_from_axis_angle(jnp.array([0.3, -0.2, 0.5]))
     q0, qd0 = template.state(jnp.zeros(3), R0, p["v0"], p["omega0"], frame="body")
     return Model(system, p, q0, qd0, template.coordinate_names())
@@ -153,17 +170,15 @@ def tilted_rolling_disk(*, orientation: AbstractOrientation = _QUATERNION, **ove
 
     template = RigidBody(p["mass"], inertia_of(p), orientation, name="disk")
 
-    def lagrangian(t, q, qd, p):
-        disk = template.with_parameters(p["mass"], inertia_of(p))
-        return disk.kinetic_energy(q, qd) - p["mass"] * p["g"] * disk.position(q)[2]
-
     shape = Disk(lambda p: p["radius"])
     force = combine_forces(
         viscous_rolling_friction(template, lambda p: p["c_roll"]),
         viscous_spin_friction(template, lambda p: p["c_spin"]),
     )
-    cons = [template.orientation_constraint(), *rolling_contact(template, shape, Plane())]
-    system = System(lagrangian, [c for c in cons if c is not None], force=force)
+    cons = body_constraints(
+        template.orientation_constraint(), rolling_contact(template, shape, Plane())
+    )
+    system = System(_gravity_lagrangian(template, inertia_of), cons, force=force)
 
     th, Om, a = p["tilt"], p["precession"], p["radius"]
     R0 = euler_zxz_to_rotation(jnp.stack([0.0 * th, th, 0.0 * th]))
@@ -215,16 +230,12 @@ def ball_on_turntable(*, orientation: AbstractOrientation = _QUATERNION, **overr
 
     template = RigidBody(p["mass"], inertia_of(p), orientation, name="ball")
 
-    def lagrangian(t, q, qd, p):
-        ball = template.with_parameters(p["mass"], inertia_of(p))
-        return ball.kinetic_energy(q, qd) - p["mass"] * p["g"] * ball.position(q)[2]
-
     table = rotating_plane(lambda t, p: p["Omega"])
-    cons = [
+    cons = body_constraints(
         template.orientation_constraint(),
-        *rolling_contact(template, Sphere(lambda p: p["radius"]), table),
-    ]
-    system = System(lagrangian, [c for c in cons if c is not None])
+        rolling_contact(template, Sphere(lambda p: p["radius"]), table),
+    )
+    system = System(_gravity_lagrangian(template, inertia_of), cons)
 
     a = p["radius"]
     r0 = jnp.concatenate([p["r0"], a[None]])

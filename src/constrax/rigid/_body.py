@@ -33,8 +33,9 @@ def _is_concrete(x) -> bool:
     return not isinstance(x, jax.core.Tracer)
 
 
-def check_mass(mass, who: str = "RigidBody") -> Array:
-    """A scalar positive mass (ValueError when concrete, `eqx.error_if` under jit)."""
+def check_mass(mass, who: str = "RigidBody", *, traced: bool = True) -> Array:
+    """A scalar positive mass (ValueError when concrete, `eqx.error_if` under jit unless
+    `traced=False`, which only converts a traced value)."""
     mass = jnp.asarray(mass)
     if not jnp.issubdtype(mass.dtype, jnp.inexact):
         mass = mass.astype(jnp.result_type(float))
@@ -45,11 +46,12 @@ def check_mass(mass, who: str = "RigidBody") -> Array:
         if not float(mass) > 0:
             raise ValueError(f"{msg}, got {float(mass)}")
         return mass
-    return eqx.error_if(mass, ~(mass > 0), msg)
+    return eqx.error_if(mass, ~(mass > 0), msg) if traced else mass
 
 
-def check_inertia(inertia, who: str = "RigidBody") -> Array:
-    """A symmetric positive definite 3x3 inertia (a `(3,)` array is the diagonal)."""
+def check_inertia(inertia, who: str = "RigidBody", *, traced: bool = True) -> Array:
+    """A symmetric positive definite 3x3 inertia (a `(3,)` array is the diagonal); under
+    jit an `eqx.error_if` (and a Cholesky) unless `traced=False`."""
     inertia = jnp.asarray(inertia)
     if not jnp.issubdtype(inertia.dtype, jnp.inexact):
         inertia = inertia.astype(jnp.result_type(float))
@@ -57,8 +59,8 @@ def check_inertia(inertia, who: str = "RigidBody") -> Array:
         inertia = jnp.diag(inertia)
     if inertia.shape != (3, 3):
         raise ValueError(
-            f"{who}: `inertia` must have shape (3, 3) (body-frame inertia tensor about the "
-            f"centre of mass) or (3,) (principal moments), got {inertia.shape}"
+            f"{who}: `inertia` must have shape (3, 3) or (3,) (the body-frame inertia tensor "
+            f"about the centre of mass, or its principal moments), got {inertia.shape}"
         )
     msg = f"{who}: `inertia` must be symmetric positive definite"
     if _is_concrete(inertia):
@@ -75,6 +77,8 @@ def check_inertia(inertia, who: str = "RigidBody") -> Array:
                 f"{who}: `inertia` violates the triangle inequality I_max <= I_1 + I_2 of a "
                 f"physical body (principal moments {ev.tolist()})"
             )
+        return inertia
+    if not traced:
         return inertia
     scale = jnp.maximum(jnp.max(jnp.abs(inertia)), jnp.finfo(inertia.dtype).tiny)
     bad = jnp.max(jnp.abs(inertia - inertia.T)) > 1e-12 * scale
@@ -148,11 +152,16 @@ class RigidBody(eqx.Module):
 
         **Example:** `body.with_parameters(p["mass"], jnp.stack([p["I1"], p["I1"], p["I3"]]))`.
         """
-        new_mass = self.mass if mass is None else _checked_or_converted(mass, check_mass)
-        new_inertia = (
-            self.inertia if inertia is None else _checked_or_converted(inertia, check_inertia)
+        who = "RigidBody.with_parameters"
+        if mass is not None:
+            mass = check_mass(mass, who, traced=False)
+        if inertia is not None:
+            inertia = check_inertia(inertia, who, traced=False)
+        return eqx.tree_at(
+            lambda b: (b.mass, b.inertia),
+            self,
+            (self.mass if mass is None else mass, self.inertia if inertia is None else inertia),
         )
-        return eqx.tree_at(lambda b: (b.mass, b.inertia), self, (new_mass, new_inertia))
 
     # -- layout ---------------------------------------------------------------------------
 
@@ -301,26 +310,6 @@ def _block_state(orientation, R, r, v, w, frame):
     x = orientation.from_rotation(R)
     xd = orientation.velocity_from_angular_velocity(x, w, frame)
     return jnp.concatenate([r, x]), jnp.concatenate([v, xd])
-
-
-def _checked_or_converted(value, check):
-    leaves = jax.tree_util.tree_leaves(value)
-    if all(_is_concrete(x) for x in leaves):
-        return check(value, "RigidBody.with_parameters")
-    value = jnp.asarray(value)
-    if not jnp.issubdtype(value.dtype, jnp.inexact):
-        value = value.astype(jnp.result_type(float))
-    if check is check_inertia:
-        if value.shape == (3,):
-            value = jnp.diag(value)
-        if value.shape != (3, 3):
-            raise ValueError(
-                "RigidBody.with_parameters: `inertia` must have shape (3, 3) or (3,), got "
-                f"{value.shape}"
-            )
-    elif value.shape != ():
-        raise ValueError(f"RigidBody.with_parameters: `mass` must be a scalar, got {value.shape}")
-    return value
 
 
 def check_point(X, name: str, dtype=None) -> Array:

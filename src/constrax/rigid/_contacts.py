@@ -62,6 +62,19 @@ def _param(value, p):
     return value(p) if callable(value) else value
 
 
+def relative_velocity(body, t, q, qd, delta, support, p, label: str) -> Array:
+    r"""$\dot r + \omega\times\Delta - v_s(t, r + \Delta)$: the velocity of the material point
+    at spatial offset `delta` relative to a support moving at `support(t, x, p)` (`None`:
+    at rest); `label` names `support` in the shape error."""
+    v = body.offset_velocity(q, qd, delta)
+    if support is None:
+        return v
+    vs = jnp.asarray(support(t, body.position(q) + delta, p), dtype=q.dtype)
+    if vs.shape != (3,):
+        raise ValueError(f"`{label}(t, x, p)` must return shape (3,), got {vs.shape}")
+    return v - vs
+
+
 def interconnection(
     body1: RigidBody,
     point1: Float[ArrayLike, " 3"],
@@ -179,17 +192,9 @@ def translational_velocity_constraint(
         return body.rotate(q, u) if direction_frame == "body" else u
 
     def rate(t, q, qd, p):
-        delta, u = offset(t, q, p), unit(t, q, p)
-        v = body.offset_velocity(q, qd, delta)
-        if support_velocity is not None:
-            x = body.position(q) + delta
-            vs = jnp.asarray(support_velocity(t, x, p), dtype=q.dtype)
-            if vs.shape != (3,):
-                raise ValueError(
-                    f"`support_velocity(t, x, p)` must return shape (3,), got {vs.shape}"
-                )
-            v = v - vs
-        return jnp.atleast_1d(u @ v)
+        delta = offset(t, q, p)
+        v = relative_velocity(body, t, q, qd, delta, support_velocity, p, "support_velocity")
+        return jnp.atleast_1d(unit(t, q, p) @ v)
 
     return Pfaffian(velocity=rate, name=name or f"{body.name}.translational")
 
@@ -254,9 +259,12 @@ class Disk(eqx.Module):
     radius: float | Callable
     axis: Array = eqx.field(converter=lambda a: check_point(a, "axis"), default=(0.0, 0.0, 1.0))
 
+    def _spatial_axis(self, body, q):
+        return body.rotate(q, self.axis.astype(q.dtype))
+
     def contact_offset(self, body, q, n, p):
         r"""Spatial offset $\Delta$ from the centre of mass to the lowest rim point."""
-        e = body.rotate(q, self.axis.astype(q.dtype))
+        e = self._spatial_axis(body, q)
         d = n - (n @ e) * e
         sq = d @ d
         ok = sq > 1e-30
@@ -266,7 +274,7 @@ class Disk(eqx.Module):
     def normal_offset(self, body, q, n, p):
         r"""$n\cdot\Delta = -a\sqrt{1 - (n\cdot e)^2}$ (the height of the centre above the
         lowest rim point, negated)."""
-        c = n @ body.rotate(q, self.axis.astype(q.dtype))
+        c = n @ self._spatial_axis(body, q)
         sq = 1.0 - c * c
         ok = sq > 1e-30
         return -_param(self.radius, p) * jnp.where(ok, jnp.sqrt(jnp.where(ok, sq, 1.0)), 0.0)
@@ -366,15 +374,7 @@ def no_slip(
 
     def slip(t, q, qd, p):
         delta = contact_offset(body, shape, plane, q, p)
-        v = body.offset_velocity(q, qd, delta)
-        if plane.velocity is not None:
-            x = body.position(q) + delta
-            vs = jnp.asarray(plane.velocity(t, x, p), dtype=q.dtype)
-            if vs.shape != (3,):
-                raise ValueError(
-                    f"`Plane.velocity(t, x, p)` must return shape (3,), got {vs.shape}"
-                )
-            v = v - vs
+        v = relative_velocity(body, t, q, qd, delta, plane.velocity, p, "Plane.velocity")
         return tangents.astype(q.dtype) @ v
 
     return Pfaffian(velocity=slip, name=name or f"{body.name}.no_slip")

@@ -17,7 +17,14 @@ from jaxtyping import Array, Float
 
 from .._custom_types import ForceFn
 from ._body import RigidBody, check_point
-from ._contacts import Plane, _check_body, _check_shape, _param, contact_offset
+from ._contacts import (
+    Plane,
+    _check_body,
+    _check_shape,
+    _param,
+    contact_offset,
+    relative_velocity,
+)
 
 
 def body_force(
@@ -148,9 +155,7 @@ def sliding_friction(
     def Q(t, q, qd, p):
         n = plane.normal.astype(q.dtype)
         delta = contact_offset(body, shape, plane, q, p)
-        v = body.offset_velocity(q, qd, delta)
-        if plane.velocity is not None:
-            v = v - plane.velocity(t, body.position(q) + delta, p)
+        v = relative_velocity(body, t, q, qd, delta, plane.velocity, p, "Plane.velocity")
         s = v - (v @ n) * n
         F = -_param(coefficient, p) * _param(normal_force, p) * s / jnp.sqrt(s @ s + epsilon**2)
         return body_force(body, q, force=F, offset=delta)
