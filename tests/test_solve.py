@@ -62,6 +62,21 @@ def test_kkt_reports_a_singular_saddle_matrix_instead_of_returning_garbage():
         jax.block_until_ready(solver.solve(solver.factor(W, A2), f, jnp.zeros(3)))
 
 
+@pytest.mark.parametrize(
+    "block, where", [("W", (0, 0)), ("W", (3, 1)), ("A", (0, 4)), ("A", (1, 2))]
+)
+def test_kkt_reports_a_non_finite_entry_anywhere_in_w_or_a(block, where):
+    # The check reads only the pivots of the LU factor; a NaN anywhere in W or A reaches them.
+    W, A, f, b = _random_system(3)
+    if block == "W":
+        W = W.at[where].set(jnp.nan)
+    else:
+        A = A.at[where].set(jnp.nan)
+    solver = cx.KKT()
+    with pytest.raises(Exception, match="saddle-point matrix .* is singular"):
+        jax.block_until_ready(solver.solve(solver.factor(W, A), f, b))
+
+
 def test_mass_matrix_singular_but_positive_definite_on_ker_A_is_supported():
     # W = diag(1, 1, 0); A = (0, 0, 1) removes exactly the massless direction.
     W = jnp.diag(jnp.array([1.0, 1.0, 0.0]))

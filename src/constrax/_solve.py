@@ -93,10 +93,10 @@ class KKT(AbstractConstraintSolver):
         n, m = W.shape[0], A.shape[0]
         K = jnp.block([[W, A.T], [A, jnp.zeros((m, m), W.dtype)]])
         lu, piv = jsl.lu_factor(jax.lax.stop_gradient(K))
-        d = jnp.abs(jnp.diagonal(lu))
+        d = jnp.abs(jnp.ravel(lu)[:: n + m + 1])
         rtol = 100 * float(np.finfo(W.dtype).eps) if self.pivot_rtol is None else self.pivot_rtol
         singular = jax.lax.stop_gradient(
-            ~jnp.all(jnp.isfinite(lu)) | (jnp.min(d) <= rtol * jnp.max(d))
+            ~jnp.all(jnp.isfinite(d)) | (jnp.min(d) <= rtol * jnp.max(d))
         )
         return _KKTState(K, lu, piv, singular, n)
 

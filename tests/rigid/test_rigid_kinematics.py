@@ -41,6 +41,34 @@ def test_rodrigues_has_finite_gradient_at_zero_rotation():
     assert np.all(np.isfinite(jax.jacfwd(rg.quaternion_from_axis_angle)(jnp.zeros(3))))
 
 
+@pytest.mark.parametrize(
+    "safe, reference",
+    [
+        (rg.safe_reciprocal, lambda x: 1.0 / x),
+        (rg.safe_rsqrt, lambda x: x**-0.5),
+        (rg.safe_sqrt, jnp.sqrt),
+    ],
+    ids=["reciprocal", "rsqrt", "sqrt"],
+)
+def test_safe_primitives_match_jnp_to_third_order_and_vanish_at_zero(safe, reference):
+    # Their derivative rules are written in terms of the value (products only); the
+    # derivatives of every order must still be those of the plain function for x > 0 ...
+    for x in (0.37, 1.0, 4.2):
+        f, g = safe, reference
+        for _ in range(4):  # value, first, second, third derivative
+            np.testing.assert_allclose(f(x), g(x), rtol=1e-13)
+            f, g = jax.grad(f), jax.grad(g)
+        np.testing.assert_allclose(
+            jax.vmap(jax.jacrev(safe))(jnp.array([x, 2 * x])),
+            jax.vmap(jax.grad(reference))(jnp.array([x, 2 * x])),
+            rtol=1e-13,
+        )
+    # ... and zero, with zero derivatives, at x <= 0 (no inf or NaN).
+    for x in (0.0, -1.0):
+        assert safe(x) == 0.0
+        assert jax.grad(safe)(x) == 0.0 and jax.grad(jax.grad(safe))(x) == 0.0
+
+
 def test_quaternions_represent_rotations_and_compose_by_hamilton_product():
     a, b = jnp.array([0.2, -0.5, 0.9]), jnp.array([-1.1, 0.3, 0.4])
     qa, qb = rg.quaternion_from_axis_angle(a), rg.quaternion_from_axis_angle(b)

@@ -25,6 +25,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._constraints import AbstractConstraint, Holonomic, Pfaffian
 from ._body import RigidBody, check_point
+from ._so3 import safe_rsqrt, safe_sqrt
 
 _FRAMES = ("body", "spatial")
 
@@ -267,17 +268,14 @@ class Disk(eqx.Module):
         e = self._spatial_axis(body, q)
         d = n - (n @ e) * e
         sq = d @ d
-        ok = sq > 1e-30
-        norm = jnp.sqrt(jnp.where(ok, sq, 1.0))
-        return -_param(self.radius, p) * jnp.where(ok, d / norm, 0.0)
+        return -_param(self.radius, p) * safe_rsqrt(jnp.where(sq > 1e-30, sq, 0.0)) * d
 
     def normal_offset(self, body, q, n, p):
         r"""$n\cdot\Delta = -a\sqrt{1 - (n\cdot e)^2}$ (the height of the centre above the
         lowest rim point, negated)."""
         c = n @ self._spatial_axis(body, q)
         sq = 1.0 - c * c
-        ok = sq > 1e-30
-        return -_param(self.radius, p) * jnp.where(ok, jnp.sqrt(jnp.where(ok, sq, 1.0)), 0.0)
+        return -_param(self.radius, p) * safe_sqrt(jnp.where(sq > 1e-30, sq, 0.0))
 
 
 class Plane(eqx.Module):
@@ -375,7 +373,8 @@ def no_slip(
     def slip(t, q, qd, p):
         delta = contact_offset(body, shape, plane, q, p)
         v = relative_velocity(body, t, q, qd, delta, plane.velocity, p, "Plane.velocity")
-        return tangents.astype(q.dtype) @ v
+        # Elementwise, not `@`: XLA:CPU runs each small `dot` as its own kernel.
+        return jnp.sum(tangents.astype(q.dtype) * v, axis=-1)
 
     return Pfaffian(velocity=slip, name=name or f"{body.name}.no_slip")
 

@@ -33,6 +33,7 @@ from ._so3 import (
     quaternion_multiply,
     quaternion_rotate,
     quaternion_to_rotation,
+    safe_reciprocal,
     spatial_angular_velocity,
 )
 
@@ -100,7 +101,8 @@ class AbstractOrientation(eqx.Module):
     def rotational_kinetic_energy(self, x, xd, inertia: Float[Array, "3 3"]) -> Float[Array, ""]:
         r"""$\tfrac12\Omega^\top I\Omega$ (body frame inertia about the centre of mass)."""
         W = self.body_angular_velocity(x, xd)
-        return 0.5 * W @ inertia @ W
+        # Elementwise, not `@`: XLA:CPU runs each small `dot` as its own kernel.
+        return 0.5 * jnp.sum(inertia * (W[:, None] * W[None, :]))
 
     def velocity_from_angular_velocity(
         self, x: Float[Array, " k"], omega: Float[Array, " 3"], frame: str = "spatial"
@@ -190,12 +192,14 @@ class Quaternion(AbstractOrientation):
         return quaternion_rotate(x, X)
 
     def spatial_angular_velocity(self, x, xd):
-        r"""$\omega = 2\operatorname{vec}(\dot q\otimes\bar q)/|q|^2$ (closed form)."""
-        return 2.0 * quaternion_multiply(xd, quaternion_conjugate(x))[1:] / (x @ x)
+        r"""$\omega = 2\operatorname{vec}(\dot q\otimes\bar q)/|q|^2$ (closed form; zero at
+        $q = 0$, where $R = I$)."""
+        return 2.0 * safe_reciprocal(x @ x) * quaternion_multiply(xd, quaternion_conjugate(x))[1:]
 
     def body_angular_velocity(self, x, xd):
-        r"""$\Omega = 2\operatorname{vec}(\bar q\otimes\dot q)/|q|^2$ (closed form)."""
-        return 2.0 * quaternion_multiply(quaternion_conjugate(x), xd)[1:] / (x @ x)
+        r"""$\Omega = 2\operatorname{vec}(\bar q\otimes\dot q)/|q|^2$ (closed form; zero at
+        $q = 0$)."""
+        return 2.0 * safe_reciprocal(x @ x) * quaternion_multiply(quaternion_conjugate(x), xd)[1:]
 
     def coordinate_names(self, prefix):
         return tuple(f"{prefix}q{c}" for c in "wxyz")

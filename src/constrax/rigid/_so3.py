@@ -62,6 +62,61 @@ def vee(M: Float[ArrayLike, "*batch 3 3"]) -> Float[Array, "*batch 3"]:
     )
 
 
+@jax.custom_jvp
+def safe_reciprocal(x: Float[ArrayLike, "*batch"]) -> Float[Array, "*batch"]:
+    r"""$1/x$ for $x > 0$, and $0$ (with zero derivatives) for $x \le 0$.
+
+    The derivative rule $d(1/x) = -(1/x)^2\,dx$ is written with the value itself, so
+    derivatives of every order are products of $1/x$ and tangents: the graph divides once.
+    (A plain `1 / x` divides again at every order of differentiation; XLA:CPU does not
+    duplicate divisions into their users, so each distinct one becomes a kernel of its
+    own, which is what the quaternion angular velocities in the rigid-contact benchmarks
+    paid for.)
+
+    **Example:** `safe_reciprocal(jnp.array([4.0, 0.0]))` is `[0.25, 0.0]`.
+    """
+    x = jnp.asarray(x)
+    ok = x > 0
+    return jnp.where(ok, 1.0 / jnp.where(ok, x, 1.0), 0.0)
+
+
+@safe_reciprocal.defjvp
+def _safe_reciprocal_jvp(primals, tangents):
+    (x,), (dx,) = primals, tangents
+    r = safe_reciprocal(x)
+    return r, -(r * r) * dx
+
+
+@jax.custom_jvp
+def safe_rsqrt(x: Float[ArrayLike, "*batch"]) -> Float[Array, "*batch"]:
+    r"""$x^{-1/2}$ for $x > 0$, and $0$ (with zero derivatives) for $x \le 0$; the derivative
+    rule $-\tfrac12 x^{-3/2}dx$ is written with the value (products only, as
+    `safe_reciprocal`).
+
+    **Example:** `safe_rsqrt(jnp.array([4.0, 0.0]))` is `[0.5, 0.0]`.
+    """
+    x = jnp.asarray(x)
+    ok = x > 0
+    return jnp.where(ok, jax.lax.rsqrt(jnp.where(ok, x, 1.0)), 0.0)
+
+
+@safe_rsqrt.defjvp
+def _safe_rsqrt_jvp(primals, tangents):
+    (x,), (dx,) = primals, tangents
+    r = safe_rsqrt(x)
+    return r, (-0.5 * r * r * r) * dx
+
+
+def safe_sqrt(x: Float[ArrayLike, "*batch"]) -> Float[Array, "*batch"]:
+    r"""$\sqrt{x} = x\cdot x^{-1/2}$ for $x > 0$, and $0$ for $x \le 0$, with derivatives of
+    every order finite there (zero) and free of divisions (`safe_rsqrt`).
+
+    **Example:** `jax.grad(safe_sqrt)(0.0)` is `0.0` (`jnp.sqrt` gives `inf`).
+    """
+    x = jnp.asarray(x)
+    return x * safe_rsqrt(x)
+
+
 def _safe_norm(x: Array) -> tuple[Array, Array]:
     """`(|x|, |x|^2)` with a finite gradient at `x = 0`."""
     sq = jnp.sum(x * x, axis=-1)
@@ -141,6 +196,8 @@ def quaternion_rotate(q: Float[ArrayLike, " 4"], X: Float[ArrayLike, " 3"]) -> F
         raise ValueError(f"`q` must have shape (4,) and `X` (3,), got {q.shape} and {X.shape}")
     sq = q @ q
     ok = sq > 0
+    # A plain (guarded) division, not `safe_reciprocal`: in the rolling-disk benchmark XLA
+    # fused this one better (measured 1.24x vs 1.41x the hand-written rollout).
     scale = jnp.where(ok, 2.0 / jnp.where(ok, sq, 1.0), 0.0)
     u = q[1:]
     uX = jnp.cross(u, X)
