@@ -38,6 +38,9 @@ def test_constraint_terms_equal_full_jacobians():
     def v(t, q, qd, p):  # the same rows as (omega, b), as a velocity map
         return omega(t, q, p) @ qd + b(t, q, p)
 
+    def g_dot(t, q, qd, p):  # dg/dt written out: Holonomic(g, velocity=g_dot)
+        return 2.0 * q[0] * qd[0] + 2.0 * q[1] * qd[1] + 0.1
+
     system = cx.System(
         lambda t, q, qd, p: 0.5 * qd @ qd,
         [
@@ -46,6 +49,7 @@ def test_constraint_terms_equal_full_jacobians():
             cx.VelocityConstraint(F),
             cx.Pfaffian(lambda t, q, p: jnp.stack([1.0, q[0], 0.0, 0.0])),
             cx.Pfaffian(velocity=v),
+            cx.Holonomic(g, velocity=g_dot),
         ],
     )
 
@@ -112,3 +116,23 @@ def test_pfaffian_needs_exactly_one_form():
         ValueError, match=r"constraint 'bad' \(Pfaffian\): velocity\(t, q, qd, p\) must return"
     ):
         cx.accelerations(system, 0.0, jnp.ones(2), jnp.ones(2), None)
+
+
+def test_holonomic_velocity_form_keeps_g_for_the_position_level_and_checks_its_rows():
+    def g(t, q, p):
+        return jnp.stack([q[0] - 1.0, q[1] * q[2]])
+
+    con = cx.Holonomic(g, velocity=lambda t, q, qd, p: jnp.stack([qd[0], q[1] * qd[2]]))
+    q = jnp.array([2.0, 3.0, 4.0])
+    np.testing.assert_allclose(con.position_residual(0.0, q, None), [1.0, 12.0])
+    assert con.holonomic
+    bad = cx.Holonomic(
+        g,
+        name="bad",
+        velocity=lambda t, q, qd, p: qd[0],
+    )
+    system = cx.System(lambda t, q, qd, p: 0.5 * qd @ qd, [bad])
+    with pytest.raises(ValueError, match=r"'bad'.*one row per row of\s+g.*\(2,\), got \(1,\)"):
+        cx.accelerations(system, 0.0, q, jnp.ones(3))
+    with pytest.raises(TypeError, match="`velocity` must be callable"):
+        cx.Holonomic(g, velocity=1.0)

@@ -74,6 +74,15 @@ class Holonomic(AbstractConstraint):
 
     - `g`: `g(t, q, p) -> (k,)` (a scalar is read as one row).
     - `name`: used in error messages and diagnostics; defaults to `g.__name__`.
+    - `velocity` (keyword, optional): `velocity(t, q, qd, p) -> (k,)`, the same rows
+      $c = \dot g$ written directly, for rows whose time derivative has a first-order form
+      (a contact point's normal velocity $n\cdot(\dot r + \omega\times\Delta)$ instead of
+      the derivative of its height through the contact geometry). The dynamics then take
+      $A = \partial c/\partial\dot q$ and the bias from one derivative of `velocity`
+      instead of first and second derivatives of `g`; `g` still serves the position level
+      (stabilisation, initial-state checks and projection, the holonomic mask). That it is
+      $\dot g$ is the caller's promise: a wrong one changes the dynamics (the builders of
+      `cx.rigid` that use it are tested against the derivative of their `g`).
 
     **Example:** a bead on a hoop of radius `R` spun about the vertical at rate `w`,
     in Cartesian coordinates:
@@ -88,18 +97,31 @@ class Holonomic(AbstractConstraint):
     """
 
     g: HolonomicFn
+    velocity: VelocityConstraintFn | None
     name: str = eqx.field(static=True)
     holonomic: ClassVar[bool] = True
     linear_in_velocity: ClassVar[bool] = True
 
-    def __init__(self, g: HolonomicFn, name: str | None = None):
+    def __init__(
+        self,
+        g: HolonomicFn,
+        name: str | None = None,
+        *,
+        velocity: VelocityConstraintFn | None = None,
+    ):
+        for arg, fn in (("g", g), ("velocity", velocity)):
+            if fn is not None and not callable(fn):
+                raise TypeError(f"cx.Holonomic: `{arg}` must be callable, got {fn!r}")
         self.g = g
+        self.velocity = velocity
         self.name = name if name is not None else _name_of(g, "holonomic")
 
     def position_residual(self, t, q, p):
         return jnp.atleast_1d(self.g(t, q, p))
 
     def velocity_residual(self, t, q, qd, p):
+        if self.velocity is not None:
+            return jnp.atleast_1d(self.velocity(t, q, qd, p))
         fn = lambda t_, q_: jnp.atleast_1d(self.g(t_, q_, p))
         _, c = jax.jvp(fn, (t, q), (jnp.ones_like(t), qd))
         return c

@@ -137,6 +137,13 @@ def constraint_row_counts(system: System, t, q, qd, p) -> tuple[int, ...]:
         label = f"constraint {con.name!r} ({type(con).__name__})"
         if isinstance(con, Holonomic):
             k = _row_count(label, "g(t, q, p)", _shape(con.g, t, q, p))
+            if con.velocity is not None:
+                kv = _row_count(label, "velocity(t, q, qd, p)", _shape(con.velocity, t, q, qd, p))
+                if kv != k:
+                    raise ValueError(
+                        f"{label}: velocity(t, q, qd, p) must return one row per row of "
+                        f"g(t, q, p): expected ({k},), got ({kv},)"
+                    )
         elif isinstance(con, Pfaffian) and con.omega is not None:
             shape = _shape(con.omega, t, q, p)
             if not (shape == (n,) or (len(shape) == 2 and shape[1] == n)):
@@ -256,12 +263,13 @@ def constraint_rows(
     tangents of $\partial c/\partial\dot q$. $A$ is read off directly: $\partial g/\partial q$
     for `Holonomic`, $\omega$ for a `Pfaffian` given by its one-form, otherwise
     $\partial c/\partial\dot q$ at $(t, q, \dot q)$ (reverse mode when there are fewer rows
-    than coordinates).
+    than coordinates); a `Holonomic` or `Pfaffian` given by its velocity form is
+    differentiated in $\dot q$ like a velocity constraint.
     """
     fn = lambda t_, q_: jnp.atleast_1d(con.velocity_residual(t_, q_, qd, p)).astype(q.dtype)
     c, c_bias = jax.jvp(fn, (t, q), (jnp.ones_like(t), qd))
     k = c.shape[0]
-    if isinstance(con, Holonomic):
+    if isinstance(con, Holonomic) and con.velocity is None:
         g = lambda q_: jnp.atleast_1d(con.g(t, q_, p)).astype(q.dtype)
         A = row_jacobian(g, q, k)
     elif isinstance(con, Pfaffian) and con.omega is not None:

@@ -355,6 +355,34 @@ def test_pivoted_body_swings_like_a_compound_pendulum():
     np.testing.assert_allclose(out.reactions[:3], m * (a_c - jnp.array([0.0, 0.0, -g])), atol=1e-11)
 
 
+@pytest.mark.parametrize("normal", [(0.0, 0.0, 1.0), (0.3, -0.2, 0.932737905308882)])
+@pytest.mark.parametrize("axis", [(0.0, 0.0, 1.0), (0.6, 0.0, 0.8)])
+def test_disk_contact_velocity_form_is_the_time_derivative_of_its_height(normal, axis):
+    # plane_contact hands the engine n.(rdot + omega x Delta) for the disk's height row;
+    # the reference is the same row differentiated from g alone (A = dg/dq, bias =
+    # qd^T Hess(g) qd by autodiff), at random states with quaternions off the unit sphere,
+    # for a tilted plane and an off-centre axis.
+    from constrax._system import constraint_rows
+
+    body = rg.RigidBody(1.0, jnp.array([1.0, 1.0, 2.0]), rg.Quaternion())
+    plane = rg.Plane(normal=normal, height=0.1)
+    contact = rg.plane_contact(body, rg.Disk(0.4, axis=axis), plane)
+    assert contact.velocity is not None and contact.holonomic
+    from_g = cx.Holonomic(contact.g)
+
+    @jax.vmap
+    def both(q, qd):
+        t = jnp.zeros(())
+        return constraint_rows(contact, t, q, qd, None), constraint_rows(from_g, t, q, qd, None)
+
+    rng = np.random.default_rng(7)
+    q = jnp.asarray(rng.normal(size=(16, 7)))
+    q = q.at[:, 3:].multiply(jnp.asarray(rng.uniform(0.7, 1.3, size=(16, 1))))
+    fast, ref = both(q, jnp.asarray(rng.normal(size=(16, 7))))
+    for a, r in zip(fast, ref, strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(r), rtol=1e-11, atol=1e-12)
+
+
 def test_disk_contact_has_finite_gradients_when_the_disk_lies_flat():
     body = rg.RigidBody(1.0, jnp.array([1.0, 1.0, 2.0]), rg.Quaternion())
     q = jnp.array([0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0])  # R = I: axis vertical, disk flat

@@ -340,7 +340,13 @@ def plane_contact(
     body: RigidBody, shape, plane: Plane | None = None, *, name: str | None = None
 ) -> Holonomic:
     r"""The lowest point of `shape` lies on `plane`: $n\cdot(r + \Delta(q)) - h = 0$
-    (holonomic, one row; its velocity form is $n\cdot(\dot r + \omega\times\Delta) = 0$).
+    (holonomic, one row).
+
+    For a `Disk`, its velocity form $n\cdot(\dot r + \omega\times\Delta) = 0$ is handed to
+    the engine (`cx.Holonomic(..., velocity=...)`): at the lowest point the contact point slides
+    along the body's surface tangentially to the plane, so $n\cdot\dot\Delta =
+    n\cdot(\omega\times\Delta)$, and the rows and their bias need first derivatives of
+    the contact geometry only (the plane's own in-plane motion does not move its height).
 
     **Example:** `plane_contact(ball, Sphere(0.1))` keeps a ball's centre at height 0.1.
     """
@@ -353,7 +359,14 @@ def plane_contact(
         lowest = n @ body.position(q) + shape.normal_offset(body, q, n, p)
         return jnp.atleast_1d(lowest - _param(plane.height, p))
 
-    return Holonomic(height, name=name or f"{body.name}.contact")
+    def normal_velocity(t, q, qd, p):
+        delta = contact_offset(body, shape, plane, q, p)
+        return jnp.atleast_1d(plane.normal.astype(q.dtype) @ body.offset_velocity(q, qd, delta))
+
+    # A sphere's height row is linear in q (its derivatives are trivial); a disk's lowest
+    # point moves with the orientation, and the velocity form spares its second derivative.
+    velocity = normal_velocity if isinstance(shape, Disk) else None
+    return Holonomic(height, name=name or f"{body.name}.contact", velocity=velocity)
 
 
 def no_slip(
