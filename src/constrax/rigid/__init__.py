@@ -5,6 +5,11 @@ knife edges), degeneracy analysis (seed 003 §2.3, §3, §4) and friction forces
 Orientation coordinates: `RotationMatrix` (9 entries + 6 orthonormality rows: the
 gyroscopic affine body of seed 002), `Quaternion` (4 entries + norm row, the default) or
 `EulerZXZ` (3 angles, singular at $\theta\in\{0,\pi\}$).
+
+For writing contact geometry of one's own: `safe_reciprocal`, `safe_rsqrt`, `safe_sqrt`
+are zero (with zero derivatives) where the plain function is singular, and their
+derivative rules reuse the value, so derivatives of every order stay products (cheaper
+kernels under XLA:CPU than the repeated divisions of `1 / x` or `jnp.sqrt`).
 """
 
 from ._body import (
