@@ -17,6 +17,7 @@ Friction is *not* a constraint: see `cx.rigid` friction forces (seed 000).
 """
 
 from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -237,6 +238,8 @@ class Sphere(eqx.Module):
     """
 
     radius: float | Callable
+    # The lowest point is -a n whatever the orientation: the height row is linear in q.
+    offset_follows_orientation: ClassVar[bool] = False
 
     def contact_offset(self, body, q, n, p):
         r"""Spatial offset $\Delta$ from the centre of mass to the lowest point."""
@@ -259,6 +262,8 @@ class Disk(eqx.Module):
 
     radius: float | Callable
     axis: Array = eqx.field(converter=lambda a: check_point(a, "axis"), default=(0.0, 0.0, 1.0))
+    # The lowest rim point moves with the orientation (see `plane_contact`).
+    offset_follows_orientation: ClassVar[bool] = True
 
     def _spatial_axis(self, body, q):
         return body.rotate(q, self.axis.astype(q.dtype))
@@ -342,11 +347,12 @@ def plane_contact(
     r"""The lowest point of `shape` lies on `plane`: $n\cdot(r + \Delta(q)) - h = 0$
     (holonomic, one row).
 
-    For a `Disk`, its velocity form $n\cdot(\dot r + \omega\times\Delta) = 0$ is handed to
-    the engine (`cx.Holonomic(..., velocity=...)`): at the lowest point the contact point slides
-    along the body's surface tangentially to the plane, so $n\cdot\dot\Delta =
-    n\cdot(\omega\times\Delta)$, and the rows and their bias need first derivatives of
-    the contact geometry only (the plane's own in-plane motion does not move its height).
+    For a `Disk` (a shape whose lowest point moves with the orientation), its velocity form
+    $n\cdot(\dot r + \omega\times\Delta) = 0$ is handed to the engine
+    (`cx.Holonomic(..., velocity=...)`): at the lowest point the contact point slides along
+    the body's surface tangentially to the plane, so $n\cdot\dot\Delta =
+    n\cdot(\omega\times\Delta)$, and the rows and their bias need first derivatives of the
+    contact geometry only (the plane's own in-plane motion does not move its height).
 
     **Example:** `plane_contact(ball, Sphere(0.1))` keeps a ball's centre at height 0.1.
     """
@@ -363,9 +369,9 @@ def plane_contact(
         delta = contact_offset(body, shape, plane, q, p)
         return jnp.atleast_1d(plane.normal.astype(q.dtype) @ body.offset_velocity(q, qd, delta))
 
-    # A sphere's height row is linear in q (its derivatives are trivial); a disk's lowest
-    # point moves with the orientation, and the velocity form spares its second derivative.
-    velocity = normal_velocity if isinstance(shape, Disk) else None
+    # Where the lowest point moves with the orientation, the velocity form spares the second
+    # derivative of the contact geometry; otherwise the height row is linear in q.
+    velocity = normal_velocity if shape.offset_follows_orientation else None
     return Holonomic(height, name=name or f"{body.name}.contact", velocity=velocity)
 
 
