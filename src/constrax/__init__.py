@@ -19,6 +19,10 @@ from ._compare import (
     PrescriptionComparison as PrescriptionComparison,
     compare_prescriptions as compare_prescriptions,
 )
+from ._compilation import (
+    _enable_from_environment,
+    enable_compilation_cache as enable_compilation_cache,
+)
 from ._constraints import (
     AbstractConstraint as AbstractConstraint,
     Holonomic as Holonomic,
@@ -74,3 +78,5 @@ from ._stabilisation import (
 from ._system import System as System, mass_matrix as mass_matrix
 
 __version__ = "0.1.0"
+
+_enable_from_environment()

@@ -33,6 +33,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, Bool, Float, Int, PyTree
 
+from ._compilation import as_dynamic
 from ._prescriptions import AbstractPrescription, DAlembert
 from ._simulate import simulate
 from ._system import System
@@ -465,8 +466,8 @@ def rollout_batch(
     - `**simulate_kwargs`: passed to `simulate` (`solver`, `stepsize_controller`,
       `constraint_solver`, `stabilisation`, `max_steps`, `throw`, ...). With
       `throw=False` inspect `Rollouts.success` instead of raising on the first failure.
-      `cx.KKT()` is the fast solver for batches of regular systems (`AutoSolver` pays for
-      both branches under `vmap`).
+      The default `cx.AutoSolver()` costs what `cx.KKT()` costs on a batch of regular
+      states; its rank-robust branch runs only in steps where some member needs it.
 
     **Returns:** a `Rollouts` (`q`, `qd` of shape `(B, k, n)`, `num_steps`, `success`).
 
@@ -504,6 +505,7 @@ def rollout_batch(
             raise ValueError(
                 f"`mu0s` must have shape (B, m) with B={q0s.shape[0]}, got {mu0s.shape}"
             )
+    ps = as_dynamic("p", ps)  # new parameter values are new inputs, not a new program
     fn = _Rollout(system, ts, prescription, dict(simulate_kwargs))
     args = (q0s, qd0s, ps, mu0s)
     in_axes = (0, 0, p_axes, None if mu0s is None else 0)

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
+from ._compilation import compiled
 from ._custom_types import Params, Time
 from ._dynamics import accelerations
 from ._prescriptions import AbstractPrescription, DAlembert
@@ -32,6 +33,7 @@ def _prepare(system, t, q, qd, p):
     return t, q, qd
 
 
+@compiled
 def energy(system: System, t: Time, q, qd, p: Params = None) -> Float[Array, ""]:
     r"""Energy function $E = \dot q\cdot\partial L/\partial\dot q - L$.
 
@@ -45,6 +47,7 @@ def energy(system: System, t: Time, q, qd, p: Params = None) -> Float[Array, ""]
     return dL - L
 
 
+@compiled
 def effective_energy(system: System, t: Time, q, qd, mu, p: Params = None) -> Float[Array, ""]:
     r"""Vakonomic effective energy $E[L, M] = E - \mu^a\dot q^i\,\partial c_a/\partial\dot q^i$.
 
@@ -75,6 +78,7 @@ class ConstraintResidual(eqx.Module):
         return jnp.max(both, initial=0.0)
 
 
+@compiled
 def constraint_residual(system: System, t: Time, q, qd, p: Params = None) -> ConstraintResidual:
     r"""Position residual $g(t, q)$ (holonomic rows) and velocity residual $c(t, q, \dot q)$.
 
@@ -87,6 +91,7 @@ def constraint_residual(system: System, t: Time, q, qd, p: Params = None) -> Con
     )
 
 
+@compiled
 def constraint_jacobian(system: System, t: Time, q, qd, p: Params = None) -> Float[Array, "m n"]:
     r"""$A = \partial c/\partial\dot q$: the stacked one-form rows (for linear constraints,
     independent of `qd`)."""
@@ -101,6 +106,7 @@ class ConstraintRank(eqx.Module):
     singular_values: Float[Array, " k"]
 
 
+@compiled
 def constraint_rank(
     system: System, t: Time, q, qd, p: Params = None, *, rtol: float | None = None
 ) -> ConstraintRank:
@@ -118,6 +124,7 @@ def constraint_rank(
     return ConstraintRank(jnp.sum(sv > rtol * sv[0]).astype(jnp.int32), sv)
 
 
+@compiled
 def reaction_power(
     system: System,
     t: Time,

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
+from ._compilation import compiled
 from ._custom_types import Params, Time
 from ._prescriptions import AbstractPrescription, DAlembert
 from ._solve import AbstractConstraintSolver, AutoSolver
@@ -138,6 +139,7 @@ def _step(
     return q_dot, qd_used, qdd, lam, state, A
 
 
+@compiled
 def accelerations(
     system: System,
     t: Time,

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
+from ._compilation import compiled
 from ._custom_types import OneFormFn, Params, Time
 from ._system import System, as_time, constraint_row_counts, constraint_terms, row_names
 
@@ -106,6 +107,7 @@ def one_form_fn(source: System | OneFormFn, t: Time, p: Params, n: int, dtype) -
     )
 
 
+@compiled
 def curl(
     source: System | OneFormFn, t: Time, q: Float[Array, " n"], p: Params = None
 ) -> Float[Array, "m n n"]:
@@ -147,6 +149,7 @@ def _kernel_projector(A: Array, rtol: float) -> Array:
     return jnp.eye(n, dtype=A.dtype) - jnp.linalg.pinv(A, rtol=rtol) @ A
 
 
+@compiled
 def frobenius_residual(
     source: System | OneFormFn,
     t: Time,
@@ -318,6 +321,7 @@ def _svd_rank(A: Array, rtol: float):
     return U, s, Vt.T, rank
 
 
+@compiled
 def constraint_distribution(
     source: System | OneFormFn,
     t: Time,

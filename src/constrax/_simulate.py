@@ -14,6 +14,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Float
 
+from ._compilation import compiled
 from ._custom_types import Params
 from ._diagnostics import (
     ConstraintRank,
@@ -54,6 +55,21 @@ _NONFINITE = (
     "is singular on ker A."
 )
 _NONFINITE_INPUT = "constrax.simulate: `{}` contains NaN or inf."
+
+
+def attach_check(ys, pred, index, msgs: list[str]):
+    """`ys`, with a runtime check that fires however the result is used.
+
+    `equinox.error_if(ys, pred)` alone is dead code under `jax.jit(jax.grad(loss))`: the
+    gradient never needs the checked *value* of `ys`, so the check is removed and a failed
+    solve yields a finite, wrong gradient. Here the check produces a scalar `one`
+    (`1.0`, or an error) and `ys` is multiplied by it: the value is unchanged, and the
+    derivative of `ys * one` is `one`, which the backward pass needs — so the check runs
+    in every composition of `jit`, `grad` and `vmap`.
+    """
+    dtype = jax.tree.leaves(ys)[0].dtype
+    one = eqx.branched_error_if(jnp.ones((), dtype), pred, index, msgs)
+    return jax.tree.map(lambda y: y * one.astype(y.dtype), ys)
 
 
 def _check_finite(x, name):
@@ -197,6 +213,7 @@ class Trajectory(eqx.Module):
         return self.solution.evaluate(t)
 
 
+@compiled
 def consistent_initial_state(
     system: System,
     t0,
@@ -247,6 +264,7 @@ def consistent_initial_state(
     return q, qd
 
 
+@compiled
 def simulate(
     system: System,
     q0: Float[Array, " n"],
@@ -359,16 +377,14 @@ def simulate(
         throw=False,
     )
     ys = sol.ys
-    if throw:
+    if throw and ys is not None:
         ok = sol.result == diffrax.RESULTS.successful
-        ms = sol.result == diffrax.RESULTS.max_steps_reached
-        ys = eqx.error_if(ys, ms, _MAX_STEPS)
-        ys = eqx.error_if(ys, ~ok & ~ms, _FAILED)
-        if ys is not None:
-            finite = jnp.all(
-                jnp.stack([jnp.all(jnp.isfinite(y) | jnp.isinf(sol.ts)[:, None]) for y in ys])
-            )
-            ys = eqx.error_if(ys, ~finite, _NONFINITE)
+        max_steps_reached = sol.result == diffrax.RESULTS.max_steps_reached
+        finite = jnp.all(
+            jnp.stack([jnp.all(jnp.isfinite(y) | jnp.isinf(sol.ts)[:, None]) for y in ys])
+        )
+        reason = jnp.where(max_steps_reached, 0, jnp.where(~ok, 1, 2))
+        ys = attach_check(ys, ~ok | ~finite, reason, [_MAX_STEPS, _FAILED, _NONFINITE])
     if ys is None:
         q = qd = mu = None
     else:

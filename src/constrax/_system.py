@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ._compilation import compiled
 from ._constraints import (
     AbstractConstraint,
     Holonomic,
@@ -225,6 +226,7 @@ def generalized_force(system: System, t, q, qd, p) -> Float[Array, " n"]:
     return jnp.asarray(system.force(t, q, qd, p), dtype=q.dtype)
 
 
+@compiled
 def mass_matrix(system: System, t: Time, q, qd, p: Params) -> Float[Array, "n n"]:
     r"""The mass matrix $W = \partial^2 L / \partial\dot q^2$ (by autodiff).
 

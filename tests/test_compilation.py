@@ -1,0 +1,132 @@
+"""Compile once per system and shape: new values never recompile; the persistent cache works."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import constrax as cx
+
+
+class CompileCounter:
+    """Counts XLA compilations (JAX's `backend_compile` monitoring event)."""
+
+    def __init__(self):
+        self.count = 0
+        jax.monitoring.register_event_duration_secs_listener(self._listen)
+
+    def _listen(self, name, duration, **kwargs):
+        if name == "/jax/core/compile/backend_compile_duration":
+            self.count += 1
+
+
+_COUNTER = CompileCounter()
+
+
+def _compiles(fn):
+    before = _COUNTER.count
+    out = fn()
+    jax.block_until_ready(out)
+    return _COUNTER.count - before
+
+
+def _values(p, scale):
+    return {k: float(v) * scale for k, v in p.items()}
+
+
+def test_eager_calls_compile_once_per_system_and_shape():
+    m = cx.models.chaplygin_sleigh()
+    S, p, q0, qd0 = m.system, m.params, m.q0, m.qd0
+    calls = {
+        "accelerations": lambda p, q, t: cx.accelerations(S, t, q, qd0, p).qdd,
+        "energy": lambda p, q, t: cx.energy(S, t, q, qd0, p),
+        "constraint_residual": lambda p, q, t: cx.constraint_residual(S, t, q, qd0, p).velocity,
+        "constraint_rank": lambda p, q, t: cx.constraint_rank(S, t, q, qd0, p).rank,
+        "mass_matrix": lambda p, q, t: cx.mass_matrix(S, t, q, qd0, p),
+    }
+    for name, call in calls.items():
+        call(p, q0, 0.0)  # first call: traces and compiles
+        # New parameter values given as Python floats, a new state, a new time (Python int).
+        p2, q2 = _values(p, 1.3), q0.at[0].add(0.5)
+        n = _compiles(lambda call=call, p2=p2, q2=q2: call(p2, q2, 2))
+        assert n == 0, f"{name} recompiled {n} time(s) for new values"
+
+
+def test_simulate_does_not_recompile_for_new_values_or_horizon():
+    m = cx.models.chaplygin_sleigh()
+    S, p, q0, qd0 = m.system, m.params, m.q0, m.qd0
+    kw = dict(dt0=0.01, stepsize_controller=diffrax.ConstantStepSize(), max_steps=512)
+    jax.block_until_ready(cx.simulate(S, q0, qd0, p, t1=1.0, **kw).q)
+    for scale, t1 in [(1.2, 2.0), (0.7, 3)]:
+        q, pv = q0 * scale, _values(p, scale)
+        n = _compiles(lambda q=q, pv=pv, t1=t1: cx.simulate(S, q, qd0, pv, t1=t1, **kw).q)
+        assert n == 0, f"simulate recompiled {n} time(s) for new values"
+
+
+def test_rollout_batch_and_gradient_do_not_recompile_for_new_values():
+    m = cx.models.chaplygin_sleigh()
+    S, p, q0, qd0 = m.system, m.params, m.q0, m.qd0
+    ts = jnp.linspace(0.0, 0.5, 6)
+    kw = dict(dt0=0.01, stepsize_controller=diffrax.ConstantStepSize(), max_steps=64)
+    q0s, qd0s = jnp.stack([q0, q0]), jnp.stack([qd0, qd0])
+    jax.block_until_ready(cx.rollout_batch(S, q0s, qd0s, p, ts=ts, p_axes=None, **kw).q)
+    q1s, p1 = q0s.at[:, 0].add(0.1), _values(p, 1.1)
+    n = _compiles(lambda: cx.rollout_batch(S, q1s, qd0s, p1, ts=ts, p_axes=None, **kw).q)
+    assert n == 0
+
+    grad = jax.jit(jax.grad(lambda p, q0: cx.simulate(S, q0, qd0, p, t1=0.5, **kw).q[-1, 0]))
+    grad(p, q0)
+    p1, q1 = jax.tree.map(lambda x: 1.1 * x, p), q0.at[0].add(0.2)
+    n = _compiles(lambda: grad(p1, q1))
+    assert n == 0
+
+
+def test_persistent_cache_serves_a_fresh_process(tmp_path):
+    """A second process with the cache on compiles nothing new for the same program."""
+    script = textwrap.dedent(
+        """
+        import jax, sys
+        jax.config.update("jax_enable_x64", True)
+        import constrax as cx
+        hits = []
+        jax.monitoring.register_event_listener(
+            lambda name, **kw: hits.append(name)
+            if name == "/jax/compilation_cache/cache_hits" else None)
+        m = cx.models.chaplygin_sleigh()
+        print(float(cx.accelerations(m.system, 0.0, m.q0, m.qd0, m.params).qdd[0]))
+        print("HITS", len(hits))
+        """
+    )
+    env = {
+        **os.environ,
+        "CONSTRAX_COMPILATION_CACHE": str(tmp_path / "cache"),
+        "CONSTRAX_COMPILATION_CACHE_MIN_SECS": "0",
+    }
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    runs = [
+        subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+        for _ in range(2)
+    ]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-2000:]
+    first, second = (r.stdout.split() for r in runs)
+    assert first[0] == second[0]  # same value
+    assert int(first[-1]) == 0 and int(second[-1]) >= 1, (first, second)
+    assert any((tmp_path / "cache").iterdir())
+
+
+def test_enable_compilation_cache_checks_its_argument(tmp_path):
+    with pytest.raises(ValueError, match="min_compile_time_secs"):
+        cx.enable_compilation_cache(tmp_path, min_compile_time_secs=-1)
+
+
+def test_compiled_wrapper_names_the_function_on_a_bad_call():
+    with pytest.raises(TypeError, match=r"accelerations\(system"):
+        cx.accelerations(1, 2, 3, 4, 5, 6, 7)
+    assert np.isfinite(0.0)
