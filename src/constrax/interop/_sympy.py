@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .._constraints import Holonomic, Pfaffian, VelocityConstraint
-from .._system import System
+from .._system import System, euler_lagrange_rhs
 from ._sympy_compile import (
     BACKENDS,
     ConversionError,
@@ -230,6 +230,8 @@ def _build(
     hol: Sequence,
     nonhol: Sequence,
     backend: str,
+    *,
+    subtract_lagrangian_bias: bool = False,
 ) -> SympySystem:
     sp, _ = import_sympy()
     if backend not in BACKENDS:
@@ -264,7 +266,15 @@ def _build(
         return L_fn(t, q, qd, values(p))[0]
 
     force_fn = None
-    if any(e != 0 for e in Q):
+    if subtract_lagrangian_bias:
+        # Q = f - f_L: with it, W qdd = f_L + Q + A^T lam is W qdd = f + A^T lam.
+        Q_fn = compile_rows(Q, ns, names, backend)
+
+        def force_fn(t, q, qd, p):
+            L_p = lambda t_, q_, qd_: lagrangian_fn(t_, q_, qd_, p)
+            return Q_fn(t, q, qd, values(p)) - euler_lagrange_rhs(L_p, t, q, qd)
+
+    elif any(e != 0 for e in Q):
         Q_fn = compile_rows(Q, ns, names, backend)
 
         def force_fn(t, q, qd, p):
@@ -462,3 +472,109 @@ def from_lagranges_method(
         inputs=inputs,
         backend=backend,
     )
+
+
+def from_kanes_method(
+    method, *, inputs: Sequence = (), backend: str = "lambdify"
+) -> SympySystem:
+    r"""Convert a `sympy.physics.mechanics.KanesMethod` into a `cx.System` with the same
+    motion.
+
+    Supported: kinematic differential equations that give as many speeds $u$ as
+    coordinates $q$ (dependent ones included), affine in $u$,
+    $\dot q = K(t, q)\,u + k(t, q)$ with $K$ invertible where the system is used,
+    configuration constraints, velocity constraints, and the bodies and loads given to
+    `kanes_equations` (which must have been called). Not supported (a `ValueError` says
+    so): auxiliary speeds, and more coordinates than speeds (e.g. quaternions).
+
+    The conversion rewrites Kane's equations for *all* speeds, with the constraint
+    forces of the velocity constraints $B u + b = 0$ as multipliers,
+    $M(q)\dot u = F(t, q, u) + B^\top\lambda$ ($M$, $F$ from a `KanesMethod` over the same
+    bodies and loads with every speed independent), in the velocities $\dot q$ through
+    $u = Y(\dot q - k)$, $Y = K^{-1}$, $\dot u = Y\ddot q + h(t, q, \dot q)$:
+
+    $$W\ddot q = f + (BY)^\top\lambda,\quad W = Y^\top M Y,\quad f = Y^\top(F - Mh).$$
+
+    The `cx.System` has the Lagrangian $L = \tfrac12\dot q^\top W\dot q$ (the kinetic
+    energy when $k = 0$ and nothing moves on its own), the generalized force
+    $Q = f - f_L$ with $f_L$ the Lagrangian's own bias term (so $Q$ carries the loads
+    *and* the velocity-dependent inertia terms; it is not the loads alone), configuration
+    constraints as one `cx.Holonomic` (`"hol_coneqs"`) and velocity constraints, written
+    in $\dot q$, as one `cx.Pfaffian` (`"nonhol_coneqs"`). Its accelerations are those of
+    `method.rhs()` (mapped to $\ddot q$), and its reactions, in $\dot q$ coordinates, those
+    of Kane's constraint forces. Gravity given as a load is part of $Q$, so `cx.energy` of
+    the result is the kinetic energy only.
+
+    **Arguments:**
+
+    - `method`: a `KanesMethod` on which `kanes_equations(bodies, loads)` has been called.
+    - `inputs`, `backend`: as for `from_lagrangian`.
+
+    **Returns:** a `SympySystem`; `q` holds the method's coordinates `method.q`
+    (independent, then dependent) and `qd` their time derivatives (not the speeds: map
+    speeds to `qd` with `method.kindiffdict()`).
+
+    **Example:**
+
+    ```python
+    km = me.KanesMethod(N, q_ind=[q1, q2, q3], u_ind=[u1, u2, u3], kd_eqs=kd)
+    km.kanes_equations(bodies, loads)
+    disc = constrax.interop.from_kanes_method(km)
+    ```
+    """
+    sp, me = import_sympy()
+    if not isinstance(method, me.KanesMethod):
+        raise TypeError(
+            f"from_kanes_method: expected a sympy KanesMethod, got {type(method).__name__}"
+        )
+    if getattr(method, "_fr", None) is None or method.bodies is None:
+        raise ValueError(
+            "from_kanes_method: call `method.kanes_equations(bodies, loads)` first; the "
+            "conversion reads the bodies and loads given there"
+        )
+    if len(getattr(method, "_uaux", ()) or ()):
+        raise ValueError(
+            "from_kanes_method: auxiliary speeds (u_auxiliary) are not supported; they serve "
+            "to compute constraint forces, which constrax reports as `reactions` anyway"
+        )
+    t = me.dynamicsymbols._t
+    qs, us = list(method.q), list(method.u)
+    if len(qs) != len(us):
+        raise ValueError(
+            f"from_kanes_method: needs as many speeds as coordinates to write the motion in "
+            f"(q, qd); got {len(qs)} coordinates {qs} and {len(us)} speeds {us}"
+        )
+    kdd = method.kindiffdict()
+    qdots = [q.diff(t) for q in qs]
+    qd_of_u = sp.Matrix([kdd[qd] for qd in qdots])
+    K = qd_of_u.jacobian(us)
+    k = qd_of_u.xreplace(dict.fromkeys(us, 0))
+    if not is_affine_in(list(qd_of_u), us):
+        raise ValueError(
+            "from_kanes_method: the kinematic differential equations must be affine in the "
+            f"speeds, qd = K(q) u + k(q); got qd = {list(qd_of_u)}"
+        )
+    u_of_qd = K.LUsolve(sp.Matrix(qdots) - k)
+    u_rule = dict(zip(us, u_of_qd, strict=True))
+    # Kane's equations for all speeds, every speed independent, same bodies and loads.
+    kd_eqs = [qd - kdd[qd] for qd in qdots]
+    free = me.KanesMethod(method._inertial, q_ind=qs, u_ind=us, kd_eqs=kd_eqs)
+    free.kanes_equations(list(method.bodies), method.loads)
+    M = free.mass_matrix
+    F = free.forcing
+    Y = u_of_qd.jacobian(qdots)
+    qdd_zero = {qd.diff(t): 0 for qd in qdots}
+    h = u_of_qd.diff(t).xreplace(qdd_zero)
+    to_qd = lambda e: me.msubs(e, u_rule)
+    M_q = to_qd(M)
+    W = Y.T * M_q * Y
+    f = Y.T * (to_qd(F) - M_q * h)
+    qd_vec = sp.Matrix(qdots)
+    L = (qd_vec.T * W * qd_vec)[0, 0] / 2
+    hol = list(getattr(method, "_f_h", []) or [])
+    nonhol = []
+    k_nh = getattr(method, "_k_nh", None)
+    if k_nh is not None and len(k_nh):
+        nonhol = list(to_qd(k_nh * sp.Matrix(us) + method._f_nh))
+    ns = Namespace(qs, _rows(inputs, "inputs"))
+    return _build(ns, L, list(f), hol, nonhol, backend, subtract_lagrangian_bias=True)
