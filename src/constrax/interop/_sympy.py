@@ -3,6 +3,7 @@ r"""Converters from `sympy.physics.mechanics` to `cx.System` (see `docs/interop/
 sympy is imported inside the functions, so that `import constrax` does not import it.
 """
 
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -111,13 +112,15 @@ class SympySystem(eqx.Module):
 
 
 def _is_sympy_number(value) -> bool:
-    return type(value).__module__.startswith("sympy")
+    sympy = sys.modules.get("sympy")
+    return sympy is not None and isinstance(value, sympy.Basic)
 
 
 def _key_name(key) -> str:
     if isinstance(key, str):
         return key
-    if type(key).__module__.startswith("sympy"):
+    sympy = sys.modules.get("sympy")
+    if sympy is not None and isinstance(key, sympy.Basic):
         from sympy.core.function import AppliedUndef
 
         if isinstance(key, AppliedUndef):
@@ -448,8 +451,7 @@ def from_lagranges_method(
     _, me = import_sympy()
     if not isinstance(method, me.LagrangesMethod):
         raise TypeError(
-            f"from_lagranges_method: expected a sympy LagrangesMethod, got "
-            f"{type(method).__name__}"
+            f"from_lagranges_method: expected a sympy LagrangesMethod, got {type(method).__name__}"
         )
     try:
         L = method._L
@@ -474,9 +476,7 @@ def from_lagranges_method(
     )
 
 
-def from_kanes_method(
-    method, *, inputs: Sequence = (), backend: str = "lambdify"
-) -> SympySystem:
+def from_kanes_method(method, *, inputs: Sequence = (), backend: str = "lambdify") -> SympySystem:
     r"""Convert a `sympy.physics.mechanics.KanesMethod` into a `cx.System` with the same
     motion.
 

@@ -28,8 +28,7 @@ def import_sympy():
         import sympy.physics.mechanics as me
     except ImportError as err:  # pragma: no cover - exercised only without sympy
         raise ImportError(
-            "constrax.interop needs sympy: `pip install constrax[interop]` (or `pip install "
-            "sympy`)"
+            "constrax.interop needs sympy: `pip install constrax[interop]` (or `pip install sympy`)"
         ) from err
     return sympy, me
 
@@ -83,8 +82,9 @@ class Namespace:
     def __init__(self, coordinates: Sequence, inputs: Sequence = ()):
         sp, me = import_sympy()
         self.t = me.dynamicsymbols._t
-        self.coordinates = tuple(self._check_function(q, f"coordinates[{i}]") for i, q in
-                                 enumerate(coordinates))
+        self.coordinates = tuple(
+            self._check_function(q, f"coordinates[{i}]") for i, q in enumerate(coordinates)
+        )
         if not self.coordinates:
             raise ValueError("constrax.interop: `coordinates` must not be empty")
         self.inputs = tuple(self._check_function(u, f"inputs[{i}]") for i, u in enumerate(inputs))
