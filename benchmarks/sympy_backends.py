@@ -8,7 +8,9 @@
 * run time of that compiled function (minimum of 20 calls),
 * max relative error of the accelerations against sympy's own equations (20 states).
 
-Run: `python benchmarks/sympy_backends.py` (CPU; float64). Backends: `lambdify`
+Times are CPU seconds of this process (`time.process_time`, all threads), which a busy
+machine disturbs less than wall-clock time. Run: `python benchmarks/sympy_backends.py`
+(CPU; float64). Backends: `lambdify`
 (sympy's JAX printer with `cse=True`, the default), `lambdify-nocse` (the same without
 common-subexpression elimination, for reference) and `sympy2jax`.
 """
@@ -104,9 +106,9 @@ def measure(name, backend):
         _sympy_compile._lambdify = nocse
     try:
         convert, syms, pv, qs, qds, refs = sampled(name, backend.split("-")[0])
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         conv = convert()
-        t_convert = time.perf_counter() - t0
+        t_convert = time.process_time() - t0
     finally:
         _sympy_compile._lambdify = real_lambdify
     p = conv.make_params(dict(zip(syms, pv, strict=True)))
@@ -115,23 +117,21 @@ def measure(name, backend):
     eq_acc = count_eqns(
         jax.make_jaxpr(lambda q, qd: cx.accelerations(system, 0.0, q, qd, p).qdd)(q0, qd0).jaxpr
     )
-    eq_L = count_eqns(
-        jax.make_jaxpr(lambda q, qd: system.lagrangian(0.0, q, qd, p))(q0, qd0).jaxpr
-    )
+    eq_L = count_eqns(jax.make_jaxpr(lambda q, qd: system.lagrangian(0.0, q, qd, p))(q0, qd0).jaxpr)
     Q, QD = jnp.asarray(qs), jnp.asarray(qds)
     compile_times = []
     for _ in range(3):  # a fresh jit each time: trace, lower and compile again
         fn = jax.jit(jax.vmap(lambda q, qd: cx.accelerations(system, 0.0, q, qd, p).qdd))
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         compiled = fn.lower(Q, QD).compile()
-        compile_times.append(time.perf_counter() - t0)
+        compile_times.append(time.process_time() - t0)
     t_compile = min(compile_times)
     out = np.asarray(compiled(Q, QD))
     times = []
     for _ in range(20):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         compiled(Q, QD).block_until_ready()
-        times.append(time.perf_counter() - t0)
+        times.append(time.process_time() - t0)
     err = np.max(bridge._relerr(out, refs))
     return dict(
         convert_s=t_convert,
@@ -156,7 +156,7 @@ def main():
     backends = ["lambdify", "lambdify-nocse", "sympy2jax"]
     print(
         "| system | backend | convert [s] | jaxpr eqns accelerations | jaxpr eqns L | "
-        "compile [s] | run 20 states [us] | max rel err |"
+        "compile CPU [s] | run 20 states CPU [us] | max rel err |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for name in systems:
