@@ -42,9 +42,16 @@ class SympySystem(eqx.Module):
     **Example:**
 
     ```python
-    converted = constrax.interop.from_lagranges_method(lm)
-    p = converted.make_params({m: 1.0, g: 9.81, l: 0.5})
-    out = cx.accelerations(converted.system, 0.0, q, qd, p)
+    import sympy as sp
+    import sympy.physics.mechanics as me
+    import constrax.interop
+
+    th = me.dynamicsymbols("theta")
+    m, l, g = sp.symbols("m l g")
+    L = m * l**2 * th.diff() ** 2 / 2 + m * g * l * sp.cos(th)
+    converted = constrax.interop.from_lagrangian(L, [th])
+    converted.coordinates, converted.parameters  # ('theta',), ('g', 'l', 'm')
+    p = converted.make_params({m: 1.0, l: 0.5, "g": 9.81})
     ```
     """
 
@@ -67,7 +74,8 @@ class SympySystem(eqx.Module):
         **Returns:** `dict[str, Array]` of float scalars (float64 under `jax_enable_x64`),
         keyed by `parameters`.
 
-        **Example:** `p = converted.make_params({m: 1.0, "g": 9.81})`.
+        **Example:** `p = converted.make_params({m: 1.0, l: 0.5, "g": 9.81})` (see
+        `SympySystem`).
         """
         if not isinstance(values, Mapping):
             raise TypeError(
@@ -443,9 +451,25 @@ def from_lagranges_method(
 
     **Example:**
 
+    A pendulum in Cartesian coordinates, the rod as a holonomic constraint and gravity as
+    a load:
+
     ```python
-    lm = me.LagrangesMethod(L, [x, y, theta], nonhol_coneqs=[...], frame=N)
-    sleigh = constrax.interop.from_lagranges_method(lm)
+    import sympy as sp
+    import sympy.physics.mechanics as me
+    import constrax.interop
+
+    x, y = me.dynamicsymbols("x y")
+    m, l, g = sp.symbols("m l g")
+    N = me.ReferenceFrame("N")
+    P = me.Point("P")
+    P.set_vel(N, x.diff() * N.x + y.diff() * N.y)
+    L = me.Lagrangian(N, me.Particle("bob", P, m))
+    lm = me.LagrangesMethod(
+        L, [x, y], hol_coneqs=[x**2 + y**2 - l**2], forcelist=[(P, -m * g * N.y)], frame=N
+    )
+    pendulum = constrax.interop.from_lagranges_method(lm)
+    pendulum.system.constraints  # (a cx.Holonomic named "hol_coneqs",)
     ```
     """
     _, me = import_sympy()
@@ -516,10 +540,25 @@ def from_kanes_method(method, *, inputs: Sequence = (), backend: str = "lambdify
 
     **Example:**
 
+    A pendulum with the angular speed `u` as generalized speed:
+
     ```python
-    km = me.KanesMethod(N, q_ind=[q1, q2, q3], u_ind=[u1, u2, u3], kd_eqs=kd)
-    km.kanes_equations(bodies, loads)
-    disc = constrax.interop.from_kanes_method(km)
+    import sympy as sp
+    import sympy.physics.mechanics as me
+    import constrax.interop
+
+    q, u = me.dynamicsymbols("q u")
+    m, l, g = sp.symbols("m l g")
+    N = me.ReferenceFrame("N")
+    A = N.orientnew("A", "Axis", [q, N.z])
+    A.set_ang_vel(N, u * N.z)
+    O = me.Point("O")
+    O.set_vel(N, 0)
+    P = O.locatenew("P", -l * A.y)
+    P.v2pt_theory(O, N, A)
+    km = me.KanesMethod(N, q_ind=[q], u_ind=[u], kd_eqs=[q.diff() - u])
+    km.kanes_equations([me.Particle("bob", P, m)], [(P, -m * g * N.y)])
+    pendulum = constrax.interop.from_kanes_method(km)
     ```
     """
     sp, me = import_sympy()

@@ -67,7 +67,14 @@ def _function_tables():
 
 
 class ConversionError(ValueError):
-    """A sympy expression that `constrax.interop` cannot turn into a JAX function."""
+    """A sympy expression that `constrax.interop` cannot turn into a JAX function.
+
+    Raised by the converters for a function of time that is neither a coordinate nor a
+    declared input, a piecewise or otherwise unsupported function, a derivative of order
+    two or of something that is not a coordinate, velocities in holonomic rows, and two
+    symbols that share a name. The message names the offending sub-expression, the
+    expression it sits in and its role (`lagrangian`, `hol_coneqs[i]`, ...).
+    """
 
 
 class Namespace:
