@@ -372,6 +372,19 @@ def test_constraint_kinds_and_names():
     assert kinds == [cx.Holonomic, cx.Pfaffian]
 
 
+def test_kane_configuration_and_velocity_constraints_are_redundant_rows():
+    """The docs' nonminimal pendulum: the velocity constraint is the derivative of the
+    configuration constraint. Udwadia-Kalaba gives sympy's accelerations with rank 1;
+    KKT reports the singular saddle matrix."""
+    conv, p, qs, qds, ref = sample("nonminimal_pendulum_kane", np.random.default_rng(5))
+    q, qd = jnp.asarray(qs[0]), jnp.asarray(qds[0])
+    out = cx.accelerations(conv.system, 0.0, q, qd, p, constraint_solver=cx.UdwadiaKalaba())
+    assert int(out.rank) == 1
+    assert _relerr(np.asarray(out.qdd), ref[0]) <= RTOL
+    with pytest.raises(Exception, match="saddle-point matrix .* is singular"):
+        cx.accelerations(conv.system, 0.0, q, qd, p, constraint_solver=cx.KKT())
+
+
 def test_generalized_force_is_the_loads_alone():
     """The force of the converted system is sympy's `forcelist` term, not a reaction:
     with the push and torque set to zero it vanishes."""

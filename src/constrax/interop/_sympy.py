@@ -525,9 +525,15 @@ def from_kanes_method(method, *, inputs: Sequence = (), backend: str = "lambdify
     *and* the velocity-dependent inertia terms; it is not the loads alone), configuration
     constraints as one `cx.Holonomic` (`"hol_coneqs"`) and velocity constraints, written
     in $\dot q$, as one `cx.Pfaffian` (`"nonhol_coneqs"`). Its accelerations are those of
-    `method.rhs()` (mapped to $\ddot q$), and its reactions, in $\dot q$ coordinates, those
-    of Kane's constraint forces. Gravity given as a load is part of $Q$, so `cx.energy` of
-    the result is the kinetic energy only.
+    `method.rhs()` (mapped to $\ddot q$). Gravity given as a load is part of $Q$, so
+    `cx.energy` of the result is the kinetic energy only.
+
+    Kane's velocity constraints usually contain the time derivative of the configuration
+    constraints (they must, for the dependent speeds). The stacked rows are then
+    redundant: the default `cx.AutoSolver()` (and `cx.UdwadiaKalaba()`) handle that,
+    splitting the reactions between the redundant rows by least norm, while `cx.KKT()`
+    reports a singular system. The configuration constraints are kept so that
+    `cx.consistent_initial_state` and stabilisation can act on positions.
 
     **Arguments:**
 
