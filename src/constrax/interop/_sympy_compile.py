@@ -39,10 +39,14 @@ def _function_tables():
         sp.sin,
         sp.cos,
         sp.tan,
+        sp.sec,
+        sp.csc,
+        sp.cot,
         sp.asin,
         sp.acos,
         sp.atan,
         sp.atan2,
+        sp.acot,
         sp.sinh,
         sp.cosh,
         sp.tanh,
@@ -51,6 +55,7 @@ def _function_tables():
         sp.atanh,
         sp.exp,
         sp.log,
+        sp.erf,
         sp.Abs,
     )
     piecewise = (
@@ -252,7 +257,15 @@ def _sympy2jax(exprs, t, qs, qds, ps):
             "constrax.interop: backend='sympy2jax' needs the sympy2jax package "
             "(`pip install sympy2jax`)"
         ) from err
-    module = sympy2jax.SymbolicModule(list(exprs), make_array=False)
+    sp, _ = import_sympy()
+    # Smooth functions sympy2jax does not know (checked with sympy2jax 0.0.8).
+    extra = {
+        sp.sec: lambda x: 1 / jnp.cos(x),
+        sp.csc: lambda x: 1 / jnp.sin(x),
+        sp.cot: lambda x: 1 / jnp.tan(x),
+        sp.acot: lambda x: jnp.arctan(1 / x),
+    }
+    module = sympy2jax.SymbolicModule(list(exprs), extra_funcs=extra, make_array=False)
     names_t = t.name
     names_q = [s.name for s in qs]
     names_qd = [s.name for s in qds]
