@@ -392,6 +392,7 @@ def test_constraint_kinds_and_names():
     assert kinds == [cx.Holonomic, cx.Pfaffian]
 
 
+@pytest.mark.slow
 def test_kane_configuration_and_velocity_constraints_are_redundant_rows():
     """The docs' nonminimal pendulum: the velocity constraint is the derivative of the
     configuration constraint. Udwadia-Kalaba gives sympy's accelerations with rank 1;

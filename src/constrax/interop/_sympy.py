@@ -262,7 +262,7 @@ def _build(
     c = [ns.plain(e, f"nonhol_coneqs[{i}]") for i, e in enumerate(nonhol)]
     if any(ns.input_names):
         used = {s for e in g for s in e.free_symbols}
-        for name, sym in zip(ns.input_names, ns._input_plain, strict=True):
+        for name, sym in zip(ns.input_names, ns.input_plain, strict=True):
             if sym in used:
                 raise ConversionError(
                     f"hol_coneqs: the input {name}(t) appears in a holonomic constraint; its "

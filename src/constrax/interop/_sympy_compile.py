@@ -119,8 +119,8 @@ class Namespace:
         self._rule.update(zip(self.qdots, self.qd_plain, strict=True))
         self._rule.update(zip(self.coordinates, self.q_plain, strict=True))
         self.input_names = tuple(str(u.func) for u in self.inputs)
-        self._input_plain = tuple(sp.Symbol(f"_cx_u{i}") for i in range(len(self.inputs)))
-        self._rule.update(zip(self.inputs, self._input_plain, strict=True))
+        self.input_plain = tuple(sp.Symbol(f"_cx_u{i}") for i in range(len(self.inputs)))
+        self._rule.update(zip(self.inputs, self.input_plain, strict=True))
         self.parameters: dict = {}  # name -> user symbol, filled by `plain`
 
     def _check_function(self, f, label):
@@ -228,7 +228,7 @@ class Namespace:
         """`(rule, plain)`: the replacement of the parameter symbols by plain stand-ins and
         the plain symbol of every entry of `names`, in order."""
         sp, _ = import_sympy()
-        inputs = dict(zip(self.input_names, self._input_plain, strict=True))
+        inputs = dict(zip(self.input_names, self.input_plain, strict=True))
         rule, plain = {}, []
         for i, k in enumerate(names):
             if k in inputs:
