@@ -605,6 +605,10 @@ def test_bad_coordinates_and_symbols():
     m_pos = sp.Symbol("m", positive=True)
     with pytest.raises(ci.ConversionError, match="two different symbols are named 'm'"):
         ci.from_lagrangian(L + m_pos * th, [th])
+    with pytest.raises(ci.ConversionError, match="'theta' has the name of a coordinate"):
+        ci.from_lagrangian(L + sp.Symbol("theta") * th, [th])
+    with pytest.raises(ci.ConversionError, match="prefix '_cx_'"):
+        ci.from_lagrangian(L + sp.Symbol("_cx_q0") * th, [th])
     with pytest.raises(ValueError, match="unknown backend 'numpy'"):
         ci.from_lagrangian(L, [th], backend="numpy")
     with pytest.raises(ValueError, match="one entry per coordinate \\(1\\), got 2"):
