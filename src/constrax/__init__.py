@@ -6,7 +6,7 @@ accelerations and multipliers under the Lagrange–d'Alembert or vakonomic presc
 and integrates with diffrax.
 """
 
-from . import affine as affine, fit as fit, models as models, rigid as rigid
+from . import affine as affine, fit as fit, interop as interop, models as models, rigid as rigid
 from ._batch import (
     Rollouts as Rollouts,
     batch_mesh as batch_mesh,

@@ -1,0 +1,625 @@
+r"""Converters from `sympy.physics.mechanics` to `cx.System` (see `docs/interop/sympy.md`).
+
+sympy is imported inside the functions, so that `import constrax` does not import it.
+"""
+
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from .._constraints import Holonomic, Pfaffian, VelocityConstraint
+from .._system import System, euler_lagrange_rhs
+from ._sympy_compile import (
+    BACKENDS,
+    ConversionError,
+    Namespace,
+    compile_rows,
+    import_sympy,
+    is_affine_in,
+)
+
+
+class SympySystem(eqx.Module):
+    r"""A `cx.System` converted from sympy, with the names that go with it.
+
+    **Fields:**
+
+    - `system`: the `cx.System`. Its functions read every parameter from `p[name]`.
+    - `coordinates`: the names of the entries of `q` (the dynamicsymbols, in the order
+      given); `qd` follows the same order.
+    - `parameters`: the keys of `p` the system reads: the free `sympy.Symbol`s of the
+      expressions, sorted by name, then the `inputs`.
+    - `inputs`: the names of the declared inputs (functions of time such as a control
+      torque) among `parameters`; each is read from `p[name]` as a value held fixed during
+      one evaluation.
+    - `constraint_rows`: for every constraint of `system`, in order, the sympy rows it was
+      made from, as strings.
+
+    **Example:**
+
+    ```python
+    import sympy as sp
+    import sympy.physics.mechanics as me
+    import constrax.interop
+
+    th = me.dynamicsymbols("theta")
+    m, l, g = sp.symbols("m l g")
+    L = m * l**2 * th.diff() ** 2 / 2 + m * g * l * sp.cos(th)
+    converted = constrax.interop.from_lagrangian(L, [th])
+    converted.coordinates, converted.parameters  # ('theta',), ('g', 'l', 'm')
+    p = converted.make_params({m: 1.0, l: 0.5, "g": 9.81})
+    ```
+    """
+
+    system: System
+    coordinates: tuple[str, ...] = eqx.field(static=True)
+    parameters: tuple[str, ...] = eqx.field(static=True)
+    inputs: tuple[str, ...] = eqx.field(static=True)
+    constraint_rows: tuple[tuple[str, ...], ...] = eqx.field(static=True)
+
+    def make_params(self, values: Mapping[Any, Any]) -> dict[str, Float[Array, ""]]:
+        r"""The parameter dict `p` from a mapping `{symbol or name: value}`.
+
+        Keys may be the sympy symbols themselves, the declared input dynamicsymbols, or
+        their names. Every parameter must be given, and nothing else.
+
+        **Arguments:**
+
+        - `values`: a mapping from symbols (or their names) to scalars.
+
+        **Returns:** `dict[str, Array]` of float scalars (float64 under `jax_enable_x64`),
+        keyed by `parameters`.
+
+        **Example:** `p = converted.make_params({m: 1.0, l: 0.5, "g": 9.81})` (see
+        `SympySystem`).
+        """
+        if not isinstance(values, Mapping):
+            raise TypeError(
+                f"make_params: `values` must be a mapping {{symbol: value}}, got "
+                f"{type(values).__name__}"
+            )
+        given: dict[str, Any] = {}
+        for key, value in values.items():
+            name = _key_name(key)
+            if name in given:
+                raise ValueError(f"make_params: parameter {name!r} is given twice")
+            given[name] = value
+        missing = [k for k in self.parameters if k not in given]
+        if missing:
+            raise ValueError(
+                f"make_params: missing value for parameter(s) {', '.join(map(repr, missing))}; "
+                f"the system's parameters are {', '.join(map(repr, self.parameters))}"
+            )
+        extra = [k for k in given if k not in self.parameters]
+        if extra:
+            raise ValueError(
+                f"make_params: unknown parameter(s) {', '.join(map(repr, extra))}; the "
+                f"system's parameters are {', '.join(map(repr, self.parameters)) or 'none'}"
+            )
+        dtype = jnp.result_type(float)
+        out = {}
+        for name in self.parameters:
+            value = given[name]
+            try:
+                value = float(value) if _is_sympy_number(value) else value
+                arr = jnp.asarray(value, dtype=dtype)
+            except (TypeError, ValueError) as err:
+                raise TypeError(
+                    f"make_params: parameter {name!r} must be a real number, got {value!r}"
+                ) from err
+            if arr.shape != ():
+                raise ValueError(
+                    f"make_params: parameter {name!r} must be a scalar, got shape {arr.shape}"
+                )
+            out[name] = arr
+        return out
+
+
+def _is_sympy_number(value) -> bool:
+    sympy = sys.modules.get("sympy")
+    return sympy is not None and isinstance(value, sympy.Basic)
+
+
+def _key_name(key) -> str:
+    if isinstance(key, str):
+        return key
+    sympy = sys.modules.get("sympy")
+    if sympy is not None and isinstance(key, sympy.Basic):
+        from sympy.core.function import AppliedUndef
+
+        if isinstance(key, AppliedUndef):
+            return str(key.func)
+        name = getattr(key, "name", None)
+        if isinstance(name, str):
+            return name
+    raise TypeError(
+        f"make_params: keys must be sympy symbols, input dynamicsymbols or names, got {key!r}"
+    )
+
+
+# ----------------------------------------------------------------------------------------
+# Generalized forces from (Point/ReferenceFrame, Vector) pairs.
+
+
+def forcelist_forces(forcelist, frame, coordinates) -> list:
+    r"""$Q_i = \sum_k F_k\cdot\partial v_k/\partial\dot q_i$ (torques with angular
+    velocities), the rule `LagrangesMethod` uses for its `forcelist`."""
+    sp, me = import_sympy()
+    t = me.dynamicsymbols._t
+    qdots = [q.diff(t) for q in coordinates]
+    Q = [sp.S.Zero] * len(qdots)
+    forcelist = list(forcelist or ())
+    if forcelist and not isinstance(frame, me.ReferenceFrame):
+        raise ValueError(
+            "constrax.interop: `forcelist` needs the inertial `frame` (a ReferenceFrame) to "
+            f"take velocities in, got frame={frame!r}"
+        )
+    for i, pair in enumerate(forcelist):
+        try:
+            obj, vec = pair
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"constrax.interop: forcelist[{i}] must be a (Point, Vector) or "
+                f"(ReferenceFrame, Vector) pair, got {pair!r}"
+            ) from None
+        if not isinstance(vec, me.Vector):
+            if sp.sympify(vec) == 0:
+                continue
+            raise TypeError(
+                f"constrax.interop: forcelist[{i}]: the load must be a sympy Vector, got {vec!r}"
+            )
+        try:
+            if isinstance(obj, me.Point):
+                v = obj.vel(frame)
+            elif isinstance(obj, me.ReferenceFrame):
+                v = obj.ang_vel_in(frame)
+            else:
+                raise TypeError(
+                    f"constrax.interop: forcelist[{i}] must start with a Point or a "
+                    f"ReferenceFrame, got {obj!r}"
+                )
+        except ValueError as err:
+            raise ValueError(f"constrax.interop: forcelist[{i}] ({obj}): {err}") from err
+        for j, qd in enumerate(qdots):
+            Q[j] += v.diff(qd, frame).dot(vec)
+    return Q
+
+
+# ----------------------------------------------------------------------------------------
+# The common builder.
+
+
+def _scalar(expr, where):
+    sp, _ = import_sympy()
+    expr = sp.sympify(expr)
+    if isinstance(expr, sp.MatrixBase):
+        if expr.shape != (1, 1):
+            raise ConversionError(f"{where}: expected a scalar, got a matrix of shape {expr.shape}")
+        expr = expr[0, 0]
+    return expr
+
+
+def _rows(exprs, where):
+    sp, _ = import_sympy()
+    if exprs is None:
+        return []
+    if isinstance(exprs, sp.MatrixBase):
+        return list(exprs)
+    if isinstance(exprs, sp.Basic):
+        return [exprs]
+    return [_scalar(e, f"{where}[{i}]") for i, e in enumerate(exprs)]
+
+
+class _Values(eqx.Module):
+    """`p -> [p[name] for name in names]`, with a clear error for a missing key."""
+
+    names: tuple[str, ...] = eqx.field(static=True)
+
+    def __call__(self, p):
+        if not isinstance(p, Mapping):
+            raise TypeError(
+                "a system converted from sympy reads its parameters from a dict "
+                f"{{name: value}} (see `make_params`), got {type(p).__name__}"
+            )
+        missing = [k for k in self.names if k not in p]
+        if missing:
+            raise KeyError(
+                f"the parameter dict has no value for {', '.join(map(repr, missing))}; the "
+                f"system's parameters are {', '.join(map(repr, self.names))}"
+            )
+        return [p[k] for k in self.names]
+
+
+def _build(
+    ns: Namespace,
+    lagrangian,
+    forces: Sequence,
+    hol: Sequence,
+    nonhol: Sequence,
+    backend: str,
+    *,
+    subtract_lagrangian_bias: bool = False,
+) -> SympySystem:
+    sp, _ = import_sympy()
+    if backend not in BACKENDS:
+        raise ValueError(
+            f"constrax.interop: unknown backend {backend!r}; valid choices are "
+            f"{', '.join(repr(b) for b in BACKENDS)}"
+        )
+    n = len(ns.coordinates)
+    L = ns.plain(_scalar(lagrangian, "lagrangian"), "lagrangian")
+    if len(forces) != n:
+        raise ValueError(
+            f"constrax.interop: `generalized_forces` must have one entry per coordinate "
+            f"({n}), got {len(forces)}"
+        )
+    Q = [ns.plain(f, f"generalized force [{i}]") for i, f in enumerate(forces)]
+    g = [ns.plain(e, f"hol_coneqs[{i}]", velocities=False) for i, e in enumerate(hol)]
+    c = [ns.plain(e, f"nonhol_coneqs[{i}]") for i, e in enumerate(nonhol)]
+    if any(ns.input_names):
+        used = {s for e in g for s in e.free_symbols}
+        for name, sym in zip(ns.input_names, ns.input_plain, strict=True):
+            if sym in used:
+                raise ConversionError(
+                    f"hol_coneqs: the input {name}(t) appears in a holonomic constraint; its "
+                    "time derivative is unknown, so the rows cannot be differentiated"
+                )
+    names = ns.value_names()
+    values = _Values(names)
+
+    L_fn = compile_rows([L], ns, names, backend)
+
+    def lagrangian_fn(t, q, qd, p):
+        return L_fn(t, q, qd, values(p))[0]
+
+    force_fn = None
+    if subtract_lagrangian_bias:
+        # Q = f - f_L: with it, W qdd = f_L + Q + A^T lam is W qdd = f + A^T lam.
+        Q_fn = compile_rows(Q, ns, names, backend)
+
+        def force_fn(t, q, qd, p):
+            L_p = lambda t_, q_, qd_: lagrangian_fn(t_, q_, qd_, p)
+            return Q_fn(t, q, qd, values(p)) - euler_lagrange_rhs(L_p, t, q, qd)
+
+    elif any(e != 0 for e in Q):
+        Q_fn = compile_rows(Q, ns, names, backend)
+
+        def force_fn(t, q, qd, p):
+            return Q_fn(t, q, qd, values(p))
+
+    constraints = []
+    rows = []
+    if g:
+        g_fn = compile_rows(g, ns, names, backend)
+
+        def hol_coneqs(t, q, p):
+            return g_fn(t, q, jnp.zeros_like(q), values(p))
+
+        constraints.append(Holonomic(hol_coneqs, name="hol_coneqs"))
+        rows.append(tuple(map(str, _rows(hol, "hol_coneqs"))))
+    if c:
+        qd_syms = list(ns.qd_plain)
+        if is_affine_in(c, qd_syms):
+            zero = dict.fromkeys(qd_syms, 0)
+            omega = sp.Matrix(c).jacobian(qd_syms)
+            b = [e.xreplace(zero) for e in c]
+            k = len(c)
+            w_fn = compile_rows(list(omega), ns, names, backend)
+            b_fn = compile_rows(b, ns, names, backend)
+
+            def nonhol_omega(t, q, p):
+                return w_fn(t, q, jnp.zeros_like(q), values(p)).reshape(k, n)
+
+            if all(e == 0 for e in b):
+                constraints.append(Pfaffian(nonhol_omega, name="nonhol_coneqs"))
+            else:
+
+                def nonhol_b(t, q, p):
+                    return b_fn(t, q, jnp.zeros_like(q), values(p))
+
+                constraints.append(Pfaffian(nonhol_omega, nonhol_b, name="nonhol_coneqs"))
+        else:
+            c_fn = compile_rows(c, ns, names, backend)
+
+            def nonhol_rows(t, q, qd, p):
+                return c_fn(t, q, qd, values(p))
+
+            constraints.append(VelocityConstraint(nonhol_rows, name="nonhol_coneqs"))
+        rows.append(tuple(map(str, _rows(nonhol, "nonhol_coneqs"))))
+    system = System(lagrangian_fn, constraints, force=force_fn)
+    return SympySystem(
+        system=system,
+        coordinates=tuple(str(q.func) for q in ns.coordinates),
+        parameters=names,
+        inputs=ns.input_names,
+        constraint_rows=tuple(rows),
+    )
+
+
+# ----------------------------------------------------------------------------------------
+# Public converters.
+
+
+def from_lagrangian(
+    lagrangian,
+    coordinates: Sequence,
+    *,
+    hol_coneqs: Sequence = (),
+    nonhol_coneqs: Sequence = (),
+    forcelist: Sequence = (),
+    frame=None,
+    generalized_forces: Sequence | None = None,
+    inputs: Sequence = (),
+    backend: str = "lambdify",
+) -> SympySystem:
+    r"""Convert a symbolic Lagrangian and its constraints into a `cx.System`.
+
+    The equations of motion of the result are Lagrange's equations with multipliers,
+    $\frac{d}{dt}\frac{\partial L}{\partial\dot q} - \frac{\partial L}{\partial q}
+    = Q + A^\top\lambda$, with $A$ the rows of $\dot g$ for `hol_coneqs` $g(t, q) = 0$
+    and $\partial c/\partial\dot q$ for `nonhol_coneqs` $c(t, q, \dot q) = 0$: the same
+    equations `sympy.physics.mechanics.LagrangesMethod` forms from the same input.
+
+    - $L$ becomes the system's Lagrangian, evaluated (and differentiated) by JAX.
+    - `hol_coneqs` become one `cx.Holonomic` named `"hol_coneqs"`.
+    - `nonhol_coneqs` become one `cx.Pfaffian` named `"nonhol_coneqs"` (one-form
+      $\partial c/\partial\dot q$ and affine term $c|_{\dot q = 0}$) when every row is
+      affine in $\dot q$, else one `cx.VelocityConstraint`.
+    - `forcelist` pairs (Point, force Vector) and (ReferenceFrame, torque Vector) become the
+      generalized force $Q_i = \sum F\cdot\partial v/\partial\dot q_i$ (angular velocities
+      for torques), velocities taken in `frame`; `generalized_forces` (one expression per
+      coordinate) is added to it.
+
+    Every free `sympy.Symbol` other than time becomes an entry `p[name]` of the parameter
+    dict (so `jax.grad` with respect to it works); a function of time that is neither a
+    coordinate nor listed in `inputs` is an error naming it.
+
+    **Arguments:**
+
+    - `lagrangian`: a sympy expression in time, the coordinates, their first derivatives
+      and parameter symbols.
+    - `coordinates`: the generalized coordinates, `dynamicsymbols` $q_i(t)$, in the order of
+      `q`.
+    - `hol_coneqs`, `nonhol_coneqs`: constraint expressions, as for `LagrangesMethod`.
+    - `forcelist`, `frame`: loads and the inertial frame, as for `LagrangesMethod`.
+    - `generalized_forces`: optional, one expression $Q_i(t, q, \dot q)$ per coordinate.
+    - `inputs`: functions of time (dynamicsymbols, e.g. a control torque) that may appear;
+      each is read from `p[name]`, held fixed during one evaluation.
+    - `backend`: `"lambdify"` (sympy's JAX printer with common-subexpression elimination,
+      the default) or `"sympy2jax"`.
+
+    **Returns:** a `SympySystem` (`system`, `coordinates`, `parameters`, `make_params`).
+
+    **Example:**
+
+    ```python
+    import sympy as sp
+    import sympy.physics.mechanics as me
+    import constrax as cx
+    import constrax.interop
+
+    th = me.dynamicsymbols("theta")
+    m, l, g = sp.symbols("m l g")
+    L = m * l**2 * th.diff() ** 2 / 2 + m * g * l * sp.cos(th)
+    pendulum = constrax.interop.from_lagrangian(L, [th])
+    p = pendulum.make_params({m: 1.0, l: 0.5, g: 9.81})
+    cx.accelerations(pendulum.system, 0.0, jnp.array([0.3]), jnp.array([0.0]), p).qdd
+    ```
+    """
+    ns = Namespace(_rows(coordinates, "coordinates"), _rows(inputs, "inputs"))
+    Q = forcelist_forces(forcelist, frame, ns.coordinates)
+    if generalized_forces is not None:
+        extra = _rows(generalized_forces, "generalized_forces")
+        if len(extra) != len(Q):
+            raise ValueError(
+                f"constrax.interop: `generalized_forces` must have one entry per coordinate "
+                f"({len(Q)}), got {len(extra)}"
+            )
+        Q = [a + b for a, b in zip(Q, extra, strict=True)]
+    return _build(
+        ns,
+        lagrangian,
+        Q,
+        _rows(hol_coneqs, "hol_coneqs"),
+        _rows(nonhol_coneqs, "nonhol_coneqs"),
+        backend,
+    )
+
+
+def from_lagranges_method(
+    method, *, inputs: Sequence = (), backend: str = "lambdify"
+) -> SympySystem:
+    r"""Convert a `sympy.physics.mechanics.LagrangesMethod` into a `cx.System`.
+
+    Reads the method's Lagrangian, coordinates, holonomic and nonholonomic constraint
+    equations, `forcelist` and inertial frame, and converts them with `from_lagrangian`:
+    the result has the equations of motion the method forms
+    (`form_lagranges_equations`), with the generalized forces of the `forcelist` in the
+    system's `force` and the constraint forces left to the engine's multipliers.
+    `form_lagranges_equations` need not have been called.
+
+    **Arguments:**
+
+    - `method`: the `LagrangesMethod`.
+    - `inputs`, `backend`: as for `from_lagrangian`.
+
+    **Returns:** a `SympySystem`.
+
+    **Example:**
+
+    A pendulum in Cartesian coordinates, the rod as a holonomic constraint and gravity as
+    a load:
+
+    ```python
+    import sympy as sp
+    import sympy.physics.mechanics as me
+    import constrax.interop
+
+    x, y = me.dynamicsymbols("x y")
+    m, l, g = sp.symbols("m l g")
+    N = me.ReferenceFrame("N")
+    P = me.Point("P")
+    P.set_vel(N, x.diff() * N.x + y.diff() * N.y)
+    L = me.Lagrangian(N, me.Particle("bob", P, m))
+    lm = me.LagrangesMethod(
+        L, [x, y], hol_coneqs=[x**2 + y**2 - l**2], forcelist=[(P, -m * g * N.y)], frame=N
+    )
+    pendulum = constrax.interop.from_lagranges_method(lm)
+    pendulum.system.constraints  # (a cx.Holonomic named "hol_coneqs",)
+    ```
+    """
+    _, me = import_sympy()
+    if not isinstance(method, me.LagrangesMethod):
+        raise TypeError(
+            f"from_lagranges_method: expected a sympy LagrangesMethod, got {type(method).__name__}"
+        )
+    try:
+        L = method._L
+        hol = list(method._hol_coneqs)
+    except AttributeError as err:  # pragma: no cover - a future sympy
+        raise TypeError(
+            "from_lagranges_method: this sympy version's LagrangesMethod does not expose its "
+            "Lagrangian and holonomic constraints where constrax reads them (`_L`, "
+            "`_hol_coneqs`); use constrax.interop.from_lagrangian"
+        ) from err
+    coneqs = list(method.coneqs)
+    nonhol = coneqs[len(hol) :]
+    return from_lagrangian(
+        L,
+        list(method.q),
+        hol_coneqs=hol,
+        nonhol_coneqs=nonhol,
+        forcelist=method.forcelist or (),
+        frame=method.inertial,
+        inputs=inputs,
+        backend=backend,
+    )
+
+
+def from_kanes_method(method, *, inputs: Sequence = (), backend: str = "lambdify") -> SympySystem:
+    r"""Convert a `sympy.physics.mechanics.KanesMethod` into a `cx.System` with the same
+    motion.
+
+    Supported: kinematic differential equations that give as many speeds $u$ as
+    coordinates $q$ (dependent ones included), affine in $u$,
+    $\dot q = K(t, q)\,u + k(t, q)$ with $K$ invertible where the system is used,
+    configuration constraints, velocity constraints, and the bodies and loads given to
+    `kanes_equations` (which must have been called). Not supported (a `ValueError` says
+    so): auxiliary speeds, and more coordinates than speeds (e.g. quaternions).
+
+    The conversion rewrites Kane's equations for *all* speeds, with the constraint
+    forces of the velocity constraints $B u + b = 0$ as multipliers,
+    $M(q)\dot u = F(t, q, u) + B^\top\lambda$ ($M$, $F$ from a `KanesMethod` over the same
+    bodies and loads with every speed independent), in the velocities $\dot q$ through
+    $u = Y(\dot q - k)$, $Y = K^{-1}$, $\dot u = Y\ddot q + h(t, q, \dot q)$:
+
+    $$W\ddot q = f + (BY)^\top\lambda,\quad W = Y^\top M Y,\quad f = Y^\top(F - Mh).$$
+
+    The `cx.System` has the Lagrangian $L = \tfrac12\dot q^\top W\dot q$ (the kinetic
+    energy when $k = 0$ and nothing moves on its own), the generalized force
+    $Q = f - f_L$ with $f_L$ the Lagrangian's own bias term (so $Q$ carries the loads
+    *and* the velocity-dependent inertia terms; it is not the loads alone), configuration
+    constraints as one `cx.Holonomic` (`"hol_coneqs"`) and velocity constraints, written
+    in $\dot q$, as one `cx.Pfaffian` (`"nonhol_coneqs"`). Its accelerations are those of
+    `method.rhs()` (mapped to $\ddot q$). Gravity given as a load is part of $Q$, so
+    `cx.energy` of the result is the kinetic energy only.
+
+    Kane's velocity constraints usually contain the time derivative of the configuration
+    constraints (they must, for the dependent speeds). The stacked rows are then
+    redundant: the default `cx.AutoSolver()` (and `cx.UdwadiaKalaba()`) handle that,
+    splitting the reactions between the redundant rows by least norm, while `cx.KKT()`
+    reports a singular system. The configuration constraints are kept so that
+    `cx.consistent_initial_state` and stabilisation can act on positions.
+
+    **Arguments:**
+
+    - `method`: a `KanesMethod` on which `kanes_equations(bodies, loads)` has been called.
+    - `inputs`, `backend`: as for `from_lagrangian`.
+
+    **Returns:** a `SympySystem`; `q` holds the method's coordinates `method.q`
+    (independent, then dependent) and `qd` their time derivatives (not the speeds: map
+    speeds to `qd` with `method.kindiffdict()`).
+
+    **Example:**
+
+    A pendulum with the angular speed `u` as generalized speed:
+
+    ```python
+    import sympy as sp
+    import sympy.physics.mechanics as me
+    import constrax.interop
+
+    q, u = me.dynamicsymbols("q u")
+    m, l, g = sp.symbols("m l g")
+    N = me.ReferenceFrame("N")
+    A = N.orientnew("A", "Axis", [q, N.z])
+    A.set_ang_vel(N, u * N.z)
+    O = me.Point("O")
+    O.set_vel(N, 0)
+    P = O.locatenew("P", -l * A.y)
+    P.v2pt_theory(O, N, A)
+    km = me.KanesMethod(N, q_ind=[q], u_ind=[u], kd_eqs=[q.diff() - u])
+    km.kanes_equations([me.Particle("bob", P, m)], [(P, -m * g * N.y)])
+    pendulum = constrax.interop.from_kanes_method(km)
+    ```
+    """
+    sp, me = import_sympy()
+    if not isinstance(method, me.KanesMethod):
+        raise TypeError(
+            f"from_kanes_method: expected a sympy KanesMethod, got {type(method).__name__}"
+        )
+    if getattr(method, "_fr", None) is None or method.bodies is None:
+        raise ValueError(
+            "from_kanes_method: call `method.kanes_equations(bodies, loads)` first; the "
+            "conversion reads the bodies and loads given there"
+        )
+    if len(getattr(method, "_uaux", ()) or ()):
+        raise ValueError(
+            "from_kanes_method: auxiliary speeds (u_auxiliary) are not supported; they serve "
+            "to compute constraint forces, which constrax reports as `reactions` anyway"
+        )
+    t = me.dynamicsymbols._t
+    qs, us = list(method.q), list(method.u)
+    if len(qs) != len(us):
+        raise ValueError(
+            f"from_kanes_method: needs as many speeds as coordinates to write the motion in "
+            f"(q, qd); got {len(qs)} coordinates {qs} and {len(us)} speeds {us}"
+        )
+    kdd = method.kindiffdict()
+    qdots = [q.diff(t) for q in qs]
+    qd_of_u = sp.Matrix([kdd[qd] for qd in qdots])
+    K = qd_of_u.jacobian(us)
+    k = qd_of_u.xreplace(dict.fromkeys(us, 0))
+    if not is_affine_in(list(qd_of_u), us):
+        raise ValueError(
+            "from_kanes_method: the kinematic differential equations must be affine in the "
+            f"speeds, qd = K(q) u + k(q); got qd = {list(qd_of_u)}"
+        )
+    u_of_qd = K.LUsolve(sp.Matrix(qdots) - k)
+    u_rule = dict(zip(us, u_of_qd, strict=True))
+    # Kane's equations for all speeds, every speed independent, same bodies and loads.
+    kd_eqs = [qd - kdd[qd] for qd in qdots]
+    free = me.KanesMethod(method._inertial, q_ind=qs, u_ind=us, kd_eqs=kd_eqs)
+    free.kanes_equations(list(method.bodies), method.loads)
+    M = free.mass_matrix
+    F = free.forcing
+    Y = u_of_qd.jacobian(qdots)
+    qdd_zero = {qd.diff(t): 0 for qd in qdots}
+    h = u_of_qd.diff(t).xreplace(qdd_zero)
+    to_qd = lambda e: me.msubs(e, u_rule)
+    M_q = to_qd(M)
+    W = Y.T * M_q * Y
+    f = Y.T * (to_qd(F) - M_q * h)
+    qd_vec = sp.Matrix(qdots)
+    L = (qd_vec.T * W * qd_vec)[0, 0] / 2
+    hol = list(getattr(method, "_f_h", []) or [])
+    nonhol = []
+    k_nh = getattr(method, "_k_nh", None)
+    if k_nh is not None and len(k_nh):
+        nonhol = list(to_qd(k_nh * sp.Matrix(us) + method._f_nh))
+    ns = Namespace(qs, _rows(inputs, "inputs"))
+    return _build(ns, L, list(f), hol, nonhol, backend, subtract_lagrangian_bias=True)
