@@ -72,3 +72,66 @@ def test_a_successful_solve_keeps_its_gradient_under_jit():
     fd = (_pendulum_loss(g + h) - _pendulum_loss(g - h)) / (2 * h)
     assert jnp.allclose(eager, jitted, rtol=1e-12, atol=0)
     assert jnp.allclose(jitted, fd, rtol=1e-5)
+
+
+def _singular_saddle_loss(x, solver):
+    # Two identical Pfaffian rows: A loses rank, the KKT saddle matrix is singular.
+    system = cx.System(
+        lambda t, q, qd, p: 0.5 * qd @ qd - p * q[1],
+        [cx.Pfaffian(lambda t, q, p: jnp.array([[1.0, 0.0], [1.0, 0.0]]))],
+    )
+    out = cx.accelerations(
+        system, 0.0, jnp.array([0.0, x]), jnp.zeros(2), x, constraint_solver=solver
+    )
+    return out.qdd[1]
+
+
+def _negative_mass_loss(x, solver):
+    # W = diag(1, -1) is indefinite on ker A = span(e2): no physical motion.
+    system = cx.System(
+        lambda t, q, qd, p: 0.5 * qd[0] ** 2 - 0.5 * qd[1] ** 2 - p * q[1],
+        [cx.Pfaffian(lambda t, q, p: jnp.array([1.0, 0.0]))],
+    )
+    out = cx.accelerations(system, 0.0, jnp.zeros(2), jnp.zeros(2), x, constraint_solver=solver)
+    return out.qdd[1]
+
+
+@pytest.mark.parametrize("composition", ["eager", "jit", "jit(grad)", "jit(vmap(grad))"])
+def test_singular_saddle_error_of_kkt_fires_under_every_composition(composition):
+    fn = _compositions(lambda x: _singular_saddle_loss(x, cx.KKT()))[composition]
+    with pytest.raises((eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError), match="singular"):
+        jax.block_until_ready(fn(jnp.asarray(2.0)))
+
+
+@pytest.mark.parametrize("composition", ["eager", "jit", "jit(grad)", "jit(vmap(grad))"])
+@pytest.mark.parametrize("solver", [cx.UdwadiaKalaba(), cx.AutoSolver()], ids=["uk", "auto"])
+def test_rank_robust_solvers_answer_the_singular_saddle_with_finite_gradients(composition, solver):
+    fn = _compositions(lambda x: _singular_saddle_loss(x, solver))[composition]
+    out = jax.block_until_ready(fn(jnp.asarray(2.0)))
+    assert jnp.all(jnp.isfinite(jnp.asarray(out[0] if isinstance(out, tuple) else out)))
+
+
+@pytest.mark.parametrize("composition", ["eager", "jit(grad)", "jit(vmap(grad))"])
+def test_mass_not_positive_on_ker_a_is_refused_by_udwadia_kalaba(composition):
+    fn = _compositions(lambda x: _negative_mass_loss(x, cx.UdwadiaKalaba()))[composition]
+    with pytest.raises((eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError), match="positive"):
+        jax.block_until_ready(fn(jnp.asarray(2.0)))
+
+
+@pytest.mark.parametrize("solver", [cx.AutoSolver(), cx.KKT()], ids=["auto", "kkt"])
+def test_simulate_refuses_a_mass_matrix_indefinite_on_ker_a_with_every_solver(solver):
+    system = cx.System(
+        lambda t, q, qd, p: 0.5 * qd[0] ** 2 + 0.5 * p * qd[1] ** 2,
+        [cx.Pfaffian(lambda t, q, p: jnp.array([1.0, 0.0]))],
+    )
+    for composition in ["eager", "jit(grad)"]:
+        loss = lambda m: cx.simulate(
+            system, jnp.zeros(2), jnp.array([0.0, 1.0]), m, t1=0.1, constraint_solver=solver
+        ).q[-1, 1]
+        fn = _compositions(loss)[composition]
+        with pytest.raises(
+            (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError), match="not positive definite"
+        ):
+            jax.block_until_ready(fn(jnp.asarray(-1.0)))
+    # A positive mass passes the same check.
+    assert jnp.isfinite(_compositions(loss)["eager"](jnp.asarray(2.0)))

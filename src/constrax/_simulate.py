@@ -14,6 +14,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Float
 
+from ._checks import attach_check, checked
 from ._compilation import compiled
 from ._custom_types import Params
 from ._diagnostics import (
@@ -55,21 +56,23 @@ _NONFINITE = (
     "is singular on ker A."
 )
 _NONFINITE_INPUT = "constrax.simulate: `{}` contains NaN or inf."
+_MASS_MSG = (
+    "the mass matrix W = d2L/dqd2 is not positive definite on the admissible velocities "
+    "ker A (a negative or zero mass or inertia?). Check the Lagrangian and its parameters."
+)
 
 
-def attach_check(ys, pred, index, msgs: list[str]):
-    """`ys`, with a runtime check that fires however the result is used.
-
-    `equinox.error_if(ys, pred)` alone is dead code under `jax.jit(jax.grad(loss))`: the
-    gradient never needs the checked *value* of `ys`, so the check is removed and a failed
-    solve yields a finite, wrong gradient. Here the check produces a scalar `one`
-    (`1.0`, or an error) and `ys` is multiplied by it: the value is unchanged, and the
-    derivative of `ys * one` is `one`, which the backward pass needs — so the check runs
-    in every composition of `jit`, `grad` and `vmap`.
-    """
-    dtype = jax.tree.leaves(ys)[0].dtype
-    one = eqx.branched_error_if(jnp.ones((), dtype), pred, index, msgs)
-    return jax.tree.map(lambda y: y * one.astype(y.dtype), ys)
+def _check_mass_on_kernel(system, prescription, t, q, qd, mu, p):
+    """`q`, or an error if the mass matrix is not positive definite on ker A at `(t, q, qd)`."""
+    L = prescription.effective_lagrangian(system, mu, p)
+    A, _, _ = constraint_terms(system, t, q, qd, p)
+    W, _ = euler_lagrange_terms(L, t, q, qd)
+    factor = UdwadiaKalaba(throw=False).factor(W, A).L
+    n = q.shape[0]
+    bad = ~jnp.all(jnp.isfinite(jnp.ravel(factor)[:: n + 1]))
+    return checked(
+        q, jax.lax.stop_gradient(bad), "constrax.simulate: at the initial state, " + _MASS_MSG
+    )
 
 
 def _check_finite(x, name):
@@ -355,6 +358,10 @@ def simulate(
             for name in names
         ]
         q0 = eqx.branched_error_if(q0, jnp.max(viol) > initial_tolerance, jnp.argmax(viol), msgs)
+    if not isinstance(constraint_solver, UdwadiaKalaba):
+        # The LU of the KKT path does not see a mass matrix that is indefinite on ker A
+        # (e.g. a negative mass); UdwadiaKalaba's Cholesky does, at every step. Check once.
+        q0 = _check_mass_on_kernel(system, prescription, t0a, q0, qd0, mu0, p)
     if stepsize_controller is None:
         stepsize_controller = diffrax.PIDController(rtol=1e-8, atol=1e-8)
     if saveat is None:

@@ -32,6 +32,8 @@ import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, Float, Int
 
+from ._checks import checked
+
 _SINGULAR_KKT = (
     "constrax: the saddle-point matrix [[W, A^T], [A, 0]] is singular. Either the constraint "
     "rows are linearly dependent (A lost rank: a singular configuration or redundant "
@@ -121,7 +123,7 @@ class KKT(AbstractConstraintSolver):
             transpose_solve=lambda _, x: jsl.lu_solve(lu_piv, x, trans=1),
         )
         if self.throw:
-            out = eqx.error_if(out, state.singular, _SINGULAR_KKT)
+            out = checked(out, state.singular, _SINGULAR_KKT)
         return out
 
     def solve(self, state, f, b):
@@ -210,7 +212,7 @@ class UdwadiaKalaba(AbstractConstraintSolver):
             Wa = W + kappa * (A.T @ A)
         L = jnp.linalg.cholesky(Wa)
         if self.throw:
-            L = eqx.error_if(L, ~jnp.all(jnp.isfinite(jnp.ravel(L)[:: n + 1])), _SINGULAR_MASS)
+            L = checked(L, ~jnp.all(jnp.isfinite(jnp.ravel(L)[:: n + 1])), _SINGULAR_MASS)
         C = jsl.solve_triangular(L, A.T, lower=True)
         if m == 0:
             S_pinv = jnp.zeros((0, 0), W.dtype)
