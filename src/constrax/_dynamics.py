@@ -51,6 +51,12 @@ class Accelerations(eqx.Module):
     - `rank`: numerical rank of $A$ used by the solve (`-1`: singular KKT system).
     - `velocity`: the velocity the vector field used ($\dot q$, or its projection under
       `Projection`), i.e. the time derivative of `q`.
+    - `acceleration_residual`: $A\ddot q - b$, the residual of the acceleration-level
+      constraint rows ($b = -c_\text{bias}$ minus stabilisation terms). Zero up to rounding
+      wherever the rows are consistent; where $A$ lost rank and the rows contradict each
+      other (a state no smooth motion reaches: it needs an impulsive velocity jump), the
+      rank-robust solvers return the least-squares accelerations and this residual says by
+      how much they miss. `simulate` raises in that case.
     """
 
     qdd: Float[Array, " n"]
@@ -63,6 +69,7 @@ class Accelerations(eqx.Module):
     reaction_power: Float[Array, ""]
     rank: Int[Array, ""]
     velocity: Float[Array, " n"]
+    acceleration_residual: Float[Array, " m"]
 
 
 def check_mu(prescription: AbstractPrescription, mu, m: int, dtype) -> Array | None:
@@ -99,7 +106,7 @@ def _step(
     p,
     mask: np.ndarray,
 ):
-    """Core of the vector field: returns `(q_dot, qd_used, qdd, lam, state, A)`.
+    """Core of the vector field: returns `(q_dot, qd_used, qdd, lam, state, A, b)`.
 
     `qd_used` is the velocity the dynamics were evaluated at (the projection of `qd`
     under `Projection`), `q_dot` the time derivative of `q`.
@@ -136,7 +143,28 @@ def _step(
     f = f0 + generalized_force(system, t, q, qd_used, p)
     with jax.named_scope("saddle_solve"):
         qdd, lam = solver.solve(state, f, b)
-    return q_dot, qd_used, qdd, lam, state, A
+    return q_dot, qd_used, qdd, lam, state, A, b
+
+
+def default_consistency_rtol(dtype) -> float:
+    """Default relative tolerance of the acceleration-level residual (`inconsistent`)."""
+    return float(100 * np.sqrt(np.finfo(dtype).eps))
+
+
+def inconsistent(A, qdd, b, rtol) -> tuple[Array, Array]:
+    r"""$(r, \text{flag})$: the acceleration-level residual $r = A\ddot q - b$ and whether
+    $|r|_\infty > \text{rtol}\,(|b|_\infty + |A|_\infty|\ddot q|_\infty + \text{tiny})$.
+
+    A least-squares answer of a rank-deficient solve leaves $r \neq 0$ exactly when the
+    acceleration rows are inconsistent — a state that satisfies $A\dot q = 0$ at a singular
+    configuration but not the rows' derivatives, which no smooth motion reaches.
+    """
+    r = A @ qdd - b
+    if r.shape[0] == 0:
+        return r, jnp.zeros((), bool)
+    scale = jnp.max(jnp.abs(b)) + jnp.max(jnp.sum(jnp.abs(A), axis=1)) * jnp.max(jnp.abs(qdd))
+    flag = jnp.max(jnp.abs(r)) > rtol * (scale + jnp.finfo(qdd.dtype).tiny)
+    return r, jax.lax.stop_gradient(flag)
 
 
 @compiled
@@ -181,9 +209,10 @@ def accelerations(
     counts = constraint_row_counts(system, t, q, qd, p)
     mask = holonomic_mask(system, t, q, qd, p)
     mu = check_mu(prescription, mu, sum(counts), q.dtype)
-    q_dot, qd_used, qdd, lam, state, A = _step(
+    q_dot, qd_used, qdd, lam, state, A, b = _step(
         system, prescription, constraint_solver, stabilisation, t, q, qd, mu, p, mask
     )
+    residual, _ = inconsistent(A, qdd, b, 0.0)
     force = generalized_force(system, t, q, qd_used, p)
     R_mult = A.T @ lam
     if prescription.multiplier_state:
@@ -203,4 +232,5 @@ def accelerations(
         reaction_power=qd_used @ R,
         rank=constraint_solver.rank(state),
         velocity=q_dot,
+        acceleration_residual=residual,
     )

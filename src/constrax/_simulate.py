@@ -24,9 +24,16 @@ from ._diagnostics import (
     effective_energy,
     energy as _energy,
 )
-from ._dynamics import Accelerations, _step, accelerations, check_mu
+from ._dynamics import (
+    Accelerations,
+    _step,
+    accelerations,
+    check_mu,
+    default_consistency_rtol,
+    inconsistent,
+)
 from ._prescriptions import AbstractPrescription, DAlembert
-from ._solve import AbstractConstraintSolver, AutoSolver, UdwadiaKalaba
+from ._solve import KKT, AbstractConstraintSolver, AutoSolver, UdwadiaKalaba
 from ._stabilisation import AbstractStabilisation
 from ._system import (
     System,
@@ -56,6 +63,15 @@ _NONFINITE = (
     "is singular on ker A."
 )
 _NONFINITE_INPUT = "constrax.simulate: `{}` contains NaN or inf."
+_INCONSISTENT = (
+    "constrax.simulate: the acceleration-level constraint rows are inconsistent at a "
+    "singular configuration: the state satisfies the velocity constraints, but no "
+    "acceleration satisfies their time derivatives (A qdd = b has no solution where A lost "
+    "rank). Smooth motion cannot reach such a state; it needs an impulsive velocity jump. "
+    "Start from a state reached by the motion, or away from the singular configuration "
+    "(cx.constraint_rank); Accelerations.acceleration_residual shows the mismatch. "
+    "consistency_rtol=None turns this check off."
+)
 _MASS_MSG = (
     "the mass matrix W = d2L/dqd2 is not positive definite on the admissible velocities "
     "ker A (a negative or zero mass or inertia?). Check the Lagrangian and its parameters."
@@ -98,11 +114,12 @@ class _VectorField(eqx.Module):
     solver: AbstractConstraintSolver
     stabilisation: AbstractStabilisation | None
     mask: np.ndarray = eqx.field(static=True, converter=lambda x: tuple(bool(v) for v in x))
+    consistency_rtol: float | None = eqx.field(static=True, default=None)
 
     def __call__(self, t, y, p):
         q, qd = y[0], y[1]
         mu = y[2] if self.prescription.multiplier_state else None
-        q_dot, _, qdd, lam, _, _ = _step(
+        q_dot, _, qdd, lam, _, A, b = _step(
             self.system,
             self.prescription,
             self.solver,
@@ -114,6 +131,10 @@ class _VectorField(eqx.Module):
             p,
             np.asarray(self.mask, dtype=bool),
         )
+        if self.consistency_rtol is not None and not isinstance(self.solver, KKT):
+            # Only a rank-robust solve can return a least-squares answer; KKT raises instead.
+            _, bad = inconsistent(A, qdd, b, self.consistency_rtol)
+            qdd = checked(qdd, bad, _INCONSISTENT)
         if self.prescription.multiplier_state:
             return (q_dot, qdd, lam)
         return (q_dot, qdd)
@@ -289,6 +310,7 @@ def simulate(
     stabilisation: AbstractStabilisation | None = None,
     project_initial: bool = False,
     initial_tolerance: float = 1e-8,
+    consistency_rtol: float | None | str = "default",
     throw: bool = True,
 ) -> Trajectory:
     r"""Integrate the constrained equations of motion with `diffrax.diffeqsolve`.
@@ -313,6 +335,10 @@ def simulate(
       Otherwise an initial state that violates a constraint by more than
       `initial_tolerance` (absolute on $g$; relative to $\max(1, |\dot q|_\infty)$ on
       $c$) raises an error naming the constraint.
+    - `consistency_rtol`: with a rank-robust `constraint_solver`, raise where the
+      acceleration-level rows are inconsistent — $|A\ddot q - b|_\infty$ above
+      `consistency_rtol` times the rows' scale (see `Accelerations.acceleration_residual`);
+      default $100\sqrt\epsilon$ of the dtype; `None` turns the check off.
     - `throw`: raise on a failed solve (max steps, non-finite values); with `False`
       inspect `Trajectory.result`.
 
@@ -367,7 +393,15 @@ def simulate(
     if saveat is None:
         saveat = diffrax.SaveAt(t1=True)
     y0 = (q0, qd0) if mu0 is None else (q0, qd0, mu0)
-    vf = _VectorField(system, prescription, constraint_solver, stabilisation, mask)
+    if isinstance(consistency_rtol, str):
+        if consistency_rtol != "default":
+            raise ValueError(
+                f"`consistency_rtol` must be a non-negative float or None, got {consistency_rtol!r}"
+            )
+        consistency_rtol = default_consistency_rtol(q0.dtype)
+    vf = _VectorField(
+        system, prescription, constraint_solver, stabilisation, mask, consistency_rtol
+    )
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(vf),
         solver,
