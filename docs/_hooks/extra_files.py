@@ -25,7 +25,5 @@ def on_files(files, config):
         for path in sorted(ROOT.glob(pattern)):
             uri = path.relative_to(ROOT).as_posix()
             if files.get_file_from_path(uri) is None:
-                files.append(
-                    File(uri, str(ROOT), config["site_dir"], config["use_directory_urls"])
-                )
+                files.append(File(uri, str(ROOT), config["site_dir"], config["use_directory_urls"]))
     return files

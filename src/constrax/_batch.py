@@ -1,4 +1,4 @@
-r"""Batched and multi-device rollouts (DESIGN.md §2 "batched/sharded rollouts").
+r"""Batched and multi-device rollouts (docs/concepts/batching.md).
 
 `simulate` integrates one system from one initial state. Everything in it is a JAX
 transformation, so a Monte-Carlo study is `jax.vmap` over initial states, parameters and
@@ -445,9 +445,9 @@ def rollout_batch(
     r"""Simulate a batch of initial states, parameters and controls at once.
 
     Every member solves the same constrained equations of motion as `simulate`
-    (DESIGN.md §1: $W\ddot q = f + A^\top\lambda$, $A\ddot q = -c_\text{bias}$, or the
-    vakonomic system of seed 002) with its own adaptive steps; `vmap` batches them, and
-    with `shard=True` the batch is split over all devices (`sharded_vmap`).
+    (docs/concepts/prescriptions.md: $W\ddot q = f + A^\top\lambda$, $A\ddot q = -c_\text{bias}$,
+    or the vakonomic system of Sławianowski et al. 2013) with its own adaptive steps; `vmap`
+    batches them, and with `shard=True` the batch is split over all devices (`sharded_vmap`).
 
     **Arguments:**
 

@@ -1,7 +1,7 @@
 r"""Diagnostics: energy, effective energy, constraint residuals, reaction power, rank.
 
-DESIGN.md §1 ("Energy", "Geometry"); seed 001 §5.4.2 (ideal constraints do no work),
-seed 002 "Nonlinear vakonomic constraints" (effective energy $E[L, M]$).
+docs/concepts/prescriptions.md (ideal constraints do no work; the effective energy
+$E[L, M]$), docs/concepts/singular.md (the rank of $A$).
 """
 
 import equinox as eqx
@@ -48,10 +48,10 @@ def energy(system: System, t: Time, q, qd, p: Params = None) -> Float[Array, ""]
 def effective_energy(system: System, t: Time, q, qd, mu, p: Params = None) -> Float[Array, ""]:
     r"""Vakonomic effective energy $E[L, M] = E - \mu^a\dot q^i\,\partial c_a/\partial\dot q^i$.
 
-    Seed 002, "Nonlinear vakonomic constraints (cont.)": conserved by the vakonomic
-    motion without dissipation. The seed writes $L[\mu] = L + \mu^a F_a$ and
+    Sławianowski et al. 2013: conserved by the vakonomic
+    motion without dissipation. The paper writes $L[\mu] = L + \mu^a F_a$ and
     $E + \mu^a\dot q^i\partial F_a/\partial\dot q^i$; constrax uses
-    $\Lambda = L - \mu\cdot c$ (so its $\mu$ is minus the seed's), hence the minus sign:
+    $\Lambda = L - \mu\cdot c$ (so its $\mu$ is minus the published), hence the minus sign:
     this is the energy function of $\Lambda$ on $c = 0$.
 
     **Example:** `cx.effective_energy(system, t, q, qd, mu, p)`.
@@ -107,7 +107,7 @@ def constraint_rank(
     r"""Numerical rank and singular values of $A(q)$; `rtol` defaults to $\sqrt\epsilon$.
 
     The constraint distribution $D_q = \ker A(q)$ has dimension $n - \operatorname{rank}$;
-    a drop in rank marks a singular configuration (seed 003 Definition 5.3, Corollary 5.5).
+    a drop in rank marks a singular configuration (Briggs 2016, Definition 5.3, Corollary 5.5).
     `qd` only matters for nonlinear velocity constraints.
     """
     A = constraint_jacobian(system, t, q, qd, p)
@@ -130,7 +130,7 @@ def reaction_power(
     constraint_solver: AbstractConstraintSolver = AutoSolver(),
 ) -> Float[Array, ""]:
     r"""Power of the reactions $\dot q^\top R$ (zero for ideal scleronomic d'Alembert
-    constraints, seed 001 Definition 5.3; generally not for vakonomic ones)."""
+    constraints, docs/concepts/constraints.md; generally not for vakonomic ones)."""
     return accelerations(
         system, t, q, qd, p, prescription=prescription, mu=mu, constraint_solver=constraint_solver
     ).reaction_power

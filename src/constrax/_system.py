@@ -1,5 +1,5 @@
 r"""`System`: a Lagrangian, its constraints and a generalized force, and the terms the
-engine derives from them by autodiff (DESIGN.md §1).
+engine derives from them by autodiff (docs/concepts/lagrangians.md).
 
 * mass matrix $W = \partial^2 L / \partial \dot q^2$;
 * $f = Q + \partial L/\partial q - (\partial^2 L/\partial\dot q\,\partial q)\,\dot q
