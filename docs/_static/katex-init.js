@@ -1,6 +1,5 @@
 // Typeset the `\(...\)` / `\[...\]` spans that pymdownx.arithmatex (generic mode) emits,
-// with the KaTeX vendored in docs/_static/katex (no CDN). Material's `document$` fires on
-// every page load, including instant navigation.
+// with the KaTeX vendored in docs/_static/katex (no CDN).
 function constraxTypeset(root) {
   renderMathInElement(root, {
     delimiters: [
@@ -10,8 +9,17 @@ function constraxTypeset(root) {
     throwOnError: false,
   });
 }
+// Served over HTTP, Material's `document$` fires on every page load, instant navigation
+// included.
 if (typeof document$ !== "undefined") {
   document$.subscribe(({ body }) => constraxTypeset(body));
-} else {
-  document.addEventListener("DOMContentLoaded", () => constraxTypeset(document.body));
+}
+// Opened from the file system (site/index.html), `document$` does not fire: typeset once
+// the page is loaded.
+if (location.protocol === "file:" || typeof document$ === "undefined") {
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", () => constraxTypeset(document.body));
+  } else {
+    constraxTypeset(document.body);
+  }
 }

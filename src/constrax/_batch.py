@@ -51,7 +51,13 @@ def batch_mesh(devices=None, axis_name: str = _AXIS) -> Mesh:
 
     **Returns:** a `jax.sharding.Mesh` with one axis `axis_name`.
 
-    **Example:** `mesh = cx.batch_mesh()` then `cx.sharded_vmap(fn, mesh=mesh)`.
+    **Example:**
+
+    ```python
+    mesh = cx.batch_mesh()                      # all devices, axis 'batch'
+    run = cx.sharded_vmap(lambda x: x**2, mesh=mesh)
+    run(jnp.arange(6.0))
+    ```
     """
     if not isinstance(axis_name, str) or not axis_name:
         raise ValueError(f"`axis_name` must be a non-empty string, got {axis_name!r}")
@@ -153,7 +159,12 @@ def pad_batch(x: PyTree[Array], multiple: int) -> tuple[PyTree[Array], int]:
 
     **Returns:** `(padded, B)`; take `y[:B]` of any batched result to drop the padding.
 
-    **Example:** `q0s_p, B = cx.pad_batch(q0s, jax.device_count())`.
+    **Example:**
+
+    ```python
+    q0s = jnp.zeros((5, 3))
+    padded, B = cx.pad_batch(q0s, 4)           # padded.shape == (8, 3), B == 5
+    ```
     """
     if not isinstance(multiple, int | np.integer) or multiple < 1:
         raise ValueError(f"`multiple` must be a positive integer, got {multiple!r}")
@@ -203,7 +214,12 @@ def shard_batch(
 
     **Returns:** `(sharded, B)`.
 
-    **Example:** `q0s_sharded, B = cx.shard_batch(q0s)`.
+    **Example:**
+
+    ```python
+    q0s = jnp.zeros((5, 3))
+    sharded, B = cx.shard_batch(q0s)           # padded to a multiple of the device count
+    ```
     """
     mesh = _check_mesh(mesh, axis_name)
     padded, size = pad_batch(x, int(mesh.shape[axis_name]))
@@ -332,9 +348,10 @@ def sharded_vmap(
     **Example:**
 
     ```python
+    q0s, qd0s = jnp.tile(q0, (4, 1)), qd0 * jnp.linspace(0.5, 2.0, 4)[:, None]
     run = cx.sharded_vmap(lambda q0, qd0: cx.simulate(system, q0, qd0, p, t1=1.0).q,
                           in_axes=(0, 0))
-    qs = run(q0s, qd0s)     # (B, 1, n), computed on all devices
+    qs = run(q0s, qd0s)     # (4, 1, n), computed on all devices
     ```
     """
     if not callable(fn):
@@ -473,10 +490,13 @@ def rollout_batch(
     **Example:**
 
     ```python
+    # the Chaplygin sleigh of the README, four masses from the same initial state
+    q0s, qd0s = jnp.tile(q0, (4, 1)), jnp.tile(qd0, (4, 1))
+    ps = {**p, "m": jnp.linspace(0.5, 2.0, 4)}
     ts = jnp.linspace(0.0, 2.0, 21)
-    out = cx.rollout_batch(system, q0s, qd0s, {"m": 1.0, "k": ks}, ts=ts,
-                           p_axes={"m": None, "k": 0}, shard=True)
-    out.q.shape    # (B, 21, n)
+    out = cx.rollout_batch(system, q0s, qd0s, ps, ts=ts,
+                           p_axes={"m": 0, "I": None, "a": None}, shard=True)
+    out.q.shape    # (4, 21, 3)
     ```
     """
     if not isinstance(system, System):

@@ -66,7 +66,7 @@ class AbstractConstraint(eqx.Module):
 class Holonomic(AbstractConstraint):
     r"""Holonomic (position) constraint $g(t, q, p) = 0$, possibly rheonomic.
 
-    docs/concepts/constraints.md. At velocity level
+    See docs/concepts/constraints.md. At velocity level
     $c = \frac{\partial g}{\partial q}\dot q + \frac{\partial g}{\partial t}$, computed as
     one `jax.jvp` of `g` along the tangent $(1, \dot q)$.
 
@@ -130,7 +130,7 @@ class Holonomic(AbstractConstraint):
 class Pfaffian(AbstractConstraint):
     r"""Pfaffian (affine one-form) constraint $\omega(t, q, p)\,\dot q + b(t, q, p) = 0$.
 
-    docs/concepts/constraints.md. A non-zero `b`
+    See docs/concepts/constraints.md. A non-zero `b`
     describes moving supports (a turntable, a conveyor).
 
     Give either the one-form (`omega`, optional `b`) or, with `velocity=`, the map

@@ -112,8 +112,8 @@ def curl(
     r"""The two-forms $d\omega_a$ of every constraint row, by autodiff.
 
     $(d\omega_a)_{ij} = \partial\omega_{aj}/\partial q^i - \partial\omega_{ai}/\partial q^j$,
-    so that $d\omega_a(X, Y) = X^i (d\omega_a)_{ij} Y^j$. The vakonomic reaction of Sławianowski et
-    al. 2013 ("Linear vakonomic constraints") is
+    so that $d\omega_a(X, Y) = X^i (d\omega_a)_{ij} Y^j$. The vakonomic reaction
+    (docs/concepts/prescriptions.md) is
     $R_i = \dot\mu^a\omega_{ai} + \mu^a(\partial_j\omega_{ai} - \partial_i\omega_{aj})\dot q^j
     = \dot\mu^a\omega_{ai} - \mu^a (d\omega_a)_{ij}\dot q^j$. Holonomic rows
     ($\omega = dg$) have zero curl.
@@ -169,7 +169,11 @@ def frobenius_residual(
 
     **Returns:** array `(m,)`.
 
-    **Example:** `cx.frobenius_residual(system, 0.0, q, p)`.
+    **Example:**
+
+    ```python
+    cx.frobenius_residual(system, 0.0, q, p)   # > 0: the knife edge is not integrable
+    ```
     """
     q = _as_q(q)
     rtol = _default_rtol(q.dtype) if rtol is None else rtol
@@ -422,8 +426,11 @@ def find_singular_configurations(
     **Example:**
 
     ```python
-    res = cx.find_singular_configurations(snake_cart, 0.0, grid, p)
-    res.report()  # [(q, ['wheels[0]', 'wheels[1]']), ...]
+    model = cx.models.snake_cart()
+    phis = jnp.linspace(-jnp.pi, jnp.pi, 9)
+    grid = jnp.stack([jnp.zeros(9), jnp.zeros(9), jnp.zeros(9), phis], axis=1)
+    res = cx.find_singular_configurations(model.system, 0.0, grid, model.params)
+    res.report()  # [(q, ['wheels[0]', 'wheels[1]']), ...] at phi = ±pi/2
     ```
     """
     qs = _as_batch(qs, "qs")
@@ -521,7 +528,12 @@ def distribution_fields(
 
     **Returns:** a list of `d` callables `q -> (n,)`.
 
-    **Example:** `X = cx.distribution_fields(system, 0.0, q, p); cx.lie_bracket(X[0], X[1])(q)`.
+    **Example:**
+
+    ```python
+    X = cx.distribution_fields(system, 0.0, q, p)
+    cx.lie_bracket(X[0], X[1])(q)              # leaves D: the sleigh is nonholonomic
+    ```
     """
     q = _as_q(q)
     n = q.shape[0]
@@ -594,7 +606,8 @@ def accessibility_rank(
     **Example:**
 
     ```python
-    cx.accessibility_rank(knife_edge_system, 0.0, q, depth=2).full  # True
+    model = cx.models.knife_edge()
+    cx.accessibility_rank(model.system, 0.0, model.q0, model.params, depth=2).full  # True
     ```
     """
     q = _as_q(q)

@@ -220,7 +220,12 @@ def consistent_initial_state(
 
     **Returns:** `(q, qd)` satisfying the constraints.
 
-    **Example:** `q0, qd0 = cx.consistent_initial_state(system, 0.0, q0, qd0, p)`.
+    **Example:**
+
+    ```python
+    qd_slip = jnp.array([1.0, 0.3, 2.0])       # violates the knife edge
+    q0, qd0 = cx.consistent_initial_state(system, 0.0, q, qd_slip, p)
+    ```
     """
     q0, qd0 = check_state(q0, qd0)
     t0 = as_time(t0, q0)

@@ -228,7 +228,11 @@ def generalized_force(system: System, t, q, qd, p) -> Float[Array, " n"]:
 def mass_matrix(system: System, t: Time, q, qd, p: Params) -> Float[Array, "n n"]:
     r"""The mass matrix $W = \partial^2 L / \partial\dot q^2$ (by autodiff).
 
-    **Example:** `cx.mass_matrix(system, 0.0, q, qd, p)`.
+    **Example:**
+
+    ```python
+    cx.mass_matrix(system, 0.0, q, qd, p)      # (n, n)
+    ```
     """
     q, qd = check_state(q, qd)
     t = as_time(t, q)

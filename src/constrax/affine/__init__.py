@@ -1,5 +1,6 @@
-r"""Affine bodies (Sławianowski et al. 2013): configuration $(r, \varphi)$, $\varphi\in GL^+(n)$,
-$n = 2, 3$.
+r"""Affine bodies: configuration $(r, \varphi)$, $\varphi\in GL^+(n)$, $n = 2, 3$.
+
+Affine bodies and their constraints after Sławianowski et al. 2013 (docs/concepts/affine.md).
 
 Bodies, hyperelastic potentials, constraint builders (gyroscopic, isochoric, conformal,
 rotation-free) returning ordinary core constraints, derived quantities (affine velocity,

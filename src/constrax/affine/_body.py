@@ -51,7 +51,8 @@ class AffineBody(eqx.Module):
     body = AffineBody(1.0, jnp.diag(jnp.array([1.0, 2.0, 3.0])),
                       potential=StVenantKirchhoff(1.0, 0.5))
     system = affine_system(gyroscopic())
-    q0, qd0 = affine_state(body, r, phi, r_dot, phi_dot)
+    spin = jnp.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    q0, qd0 = affine_state(body, jnp.zeros(3), jnp.eye(3), jnp.zeros(3), spin)  # rigid spin
     traj = cx.simulate(system, q0, qd0, body, t1=1.0)
     ```
     """
@@ -199,8 +200,7 @@ def potential_energy(body: AffineBody, q: Float[Array, " d"]) -> Float[Array, ""
 
 
 def affine_lagrangian(t, q: Float[Array, " d"], qd: Float[Array, " d"], body: AffineBody):
-    r"""$L = T - V$ of an affine body (Sławianowski et al. 2013), with signature `L(t, q, qd, p)`,
-    `p` the body.
+    r"""$L = T - V$ of an affine body, with signature `L(t, q, qd, p)`, `p` the body.
 
     **Example:** `cx.System(lagrangian=affine_lagrangian)`.
     """

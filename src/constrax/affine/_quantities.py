@@ -28,8 +28,7 @@ from ._elastic import green_tensor
 
 
 def affine_velocity(body: AffineBody, q, qd) -> Float[Array, "n n"]:
-    r"""Affine velocity (Eringen's gyration) $\Omega = \dot\varphi\varphi^{-1}$ (Sławianowski et
-    al. 2013).
+    r"""Affine velocity (Eringen's gyration) $\Omega = \dot\varphi\varphi^{-1}$.
 
     **Example:** `affine_velocity(body, q, qd)`.
     """
@@ -61,8 +60,7 @@ def affine_spin(body: AffineBody, q, qd) -> Float[Array, "n n"]:
 
 
 def angular_momentum(body: AffineBody, q, qd) -> Float[Array, "n n"]:
-    r"""Internal angular momentum (spin) $S = K - K^\top$; $\dot S = N - N^\top$ (Sławianowski et
-    al. 2013).
+    r"""Internal angular momentum (spin) $S = K - K^\top$; $\dot S = N - N^\top$.
 
     **Example:** `angular_momentum(body, q, qd)`.
     """
@@ -132,8 +130,7 @@ class Polar(eqx.Module):
 
 
 def polar_decomposition(body: AffineBody, q, qd) -> Polar:
-    r"""Polar decomposition $\varphi = UA$ with $\hat\omega = U^{-1}\dot U$ (Sławianowski et al.
-    2013).
+    r"""Polar decomposition $\varphi = UA$ with $\hat\omega = U^{-1}\dot U$.
 
     With $g = L_gL_g^\top$, $\eta = L_\eta L_\eta^\top$: $\tilde\varphi = L_g^\top\varphi
     L_\eta^{-\top} = \tilde U\tilde A$ (Euclidean polar decomposition by `eigh`), then
@@ -191,8 +188,7 @@ class AffineQuantities(eqx.Module):
 
 
 def affine_quantities(traj: Trajectory) -> AffineQuantities:
-    r"""All derived quantities of Sławianowski et al. 2013 along a `Trajectory` of an affine body
-    (`traj.p`).
+    r"""All derived quantities of affine motion along a `Trajectory` of an affine body (`traj.p`).
 
     Compiled once per trajectory structure (`equinox.filter_jit`).
 

@@ -57,7 +57,7 @@ def snake_cart(**overrides) -> Model:
     + \tfrac12\left(J_b + 2J_w + \tfrac12\ell^2 m_w\right)\dot\theta^2 + J_w\dot\phi^2.$
 
     This agrees with the $\ddot x, \ddot y, \ddot\theta$ rows of the published equations of
-    motion (1.2.3). The published printed $L$ has $\ell^2 m_w$ (not
+    motion (1.2.3). The printed $L$ has $\ell^2 m_w$ (not
     $\tfrac14\ell^2 m_w$) in the $\dot\theta^2$ coefficient, inconsistent with its own
     (1.2.3), and its $\ddot\phi$ row drops the factor $2J_w$; we use the $T$ above
     (from $\tfrac12 J_w(\dot\theta+\dot\phi)^2 + \tfrac12 J_w(\dot\theta-\dot\phi)^2$

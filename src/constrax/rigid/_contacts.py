@@ -411,7 +411,9 @@ def rolling_contact(
     **Example:**
 
     ```python
-    cons = [ball.orientation_constraint(), *rolling_contact(ball, Sphere(0.1))]
+    ball = cx.rigid.RigidBody(1.0, jnp.full(3, 0.004))        # radius 0.1, solid
+    L = lambda t, q, qd, p: ball.kinetic_energy(q, qd) - 9.81 * q[2]
+    cons = [ball.orientation_constraint(), *cx.rigid.rolling_contact(ball, cx.rigid.Sphere(0.1))]
     system = cx.System(L, cons)
     ```
     """

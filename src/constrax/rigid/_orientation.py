@@ -3,7 +3,7 @@ r"""Orientation coordinates of a rigid body: which numbers in $q$ describe $R\in
 * `RotationMatrix`: the 9 entries of $R$ (row-major) with the 6 orthonormality rows
   $R^\top R - I = 0$ as holonomic constraints. The kinetic energy is the affine-body form
   $\tfrac12\operatorname{tr}(\dot R J\dot R^\top)$, $J = \tfrac12\operatorname{tr}(I)\mathbb 1 - I$
-  (Sławianowski et al. 2013: the rigid body is
+  (Sławianowski et al. 2013): the rigid body is
   the gyroscopic affine body, with a constant mass matrix. Global, no singularity.
 * `Quaternion`: a quaternion $(w, x, y, z)$ with the norm row $|q|^2 - 1 = 0$; $R$ is
   built from $q/|q|$. Global (double cover), 4 numbers, one constraint row.
