@@ -170,19 +170,32 @@ def test_site_builds_strictly_with_every_api_page(built_site):
         assert f.stat().st_size < 2 * 2**20, f
 
 
-def test_strict_build_fails_naming_a_missing_symbol_and_a_broken_link(tmp_path):
+@pytest.mark.parametrize(
+    "page, culprit",
+    [
+        ("# Bad\n\n::: constrax.no_such_symbol\n", "constrax.no_such_symbol"),
+        ("# Bad\n\nSee [a page](no_such_page.md).\n", "no_such_page.md"),
+        ("# Bad\n\nSee [the solver](index.md#no-such-heading).\n", "no-such-heading"),
+    ],
+    ids=["missing-symbol", "broken-link", "broken-anchor"],
+)
+def test_strict_build_fails_naming_what_is_broken(tmp_path, page, culprit):
+    """The settings the site uses (strict, link and anchor validation, mkdocstrings) turn a
+    missing API symbol or a broken cross-reference into a failed build that names it."""
     pytest.importorskip("mkdocs")
     pytest.importorskip("mkdocstrings_handlers.python")
     docs = tmp_path / "docs"
     docs.mkdir()
-    (docs / "index.md").write_text(
-        "# Bad\n\nSee [a page](no_such_page.md).\n\n::: constrax.no_such_symbol\n"
-    )
+    (docs / "index.md").write_text(page)
     config = tmp_path / "mkdocs.yml"
     config.write_text(
         textwrap.dedent(f"""\
             site_name: bad
             strict: true
+            validation:
+              anchors: warn
+            markdown_extensions:
+              - toc
             plugins:
               - mkdocstrings:
                   handlers:
@@ -192,8 +205,8 @@ def test_strict_build_fails_naming_a_missing_symbol_and_a_broken_link(tmp_path):
     )
     result = _mkdocs_build(config, tmp_path / "site")
     out = result.stdout + result.stderr
-    assert result.returncode != 0
-    assert "constrax.no_such_symbol" in out or "no_such_page.md" in out, out
+    assert result.returncode != 0, out
+    assert culprit in out, out
 
 
 # ---------------------------------------------------------------------------------------
