@@ -321,7 +321,7 @@ def _example_namespace(ns: str, heavy: bool) -> dict:
     """What an example may use without defining it: `cx`, `jax`, `jnp`, `np`, `diffrax`,
     the public names of its own namespace (`hat` in a `cx.rigid` docstring), and a small
     system — the Chaplygin sleigh of the README — as `system`, `q`/`q0`, `qd`/`qd0`, `p`,
-    `t`, `mu`; for the `cx.fit` examples also `ts`, `ys` (its simulated positions),
+    `t`, `mu`; for the `cx.fit` examples also `optax`, `ts`, `ys` (its simulated positions),
     `params`, `guess`, `problem`, and a knife edge steered by `p["u"]` for `knots0`."""
     import diffrax
     import jax
@@ -349,6 +349,7 @@ def _example_namespace(ns: str, heavy: bool) -> dict:
     env.update(system=system, L=L, p=p, q=q, qd=qd, q0=q, qd0=qd, t=0.0, mu=jnp.zeros(1))
     if ns == "constrax.fit":
         env.update(ts=jnp.linspace(0.0, 2.0, 21), ys=jnp.zeros((21, 3)))
+        env["optax"] = pytest.importorskip("optax")
     if heavy and ns == "constrax.fit":
         ts = jnp.linspace(0.0, 2.0, 21)
         ys = cx.simulate(system, q, qd, p, t1=2.0, saveat=diffrax.SaveAt(ts=ts)).q
