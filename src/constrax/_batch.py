@@ -1,4 +1,4 @@
-r"""Batched and multi-device rollouts (DESIGN.md §2 "batched/sharded rollouts").
+r"""Batched and multi-device rollouts (docs/concepts/batching.md).
 
 `simulate` integrates one system from one initial state. Everything in it is a JAX
 transformation, so a Monte-Carlo study is `jax.vmap` over initial states, parameters and
@@ -52,7 +52,13 @@ def batch_mesh(devices=None, axis_name: str = _AXIS) -> Mesh:
 
     **Returns:** a `jax.sharding.Mesh` with one axis `axis_name`.
 
-    **Example:** `mesh = cx.batch_mesh()` then `cx.sharded_vmap(fn, mesh=mesh)`.
+    **Example:**
+
+    ```python
+    mesh = cx.batch_mesh()                      # all devices, axis 'batch'
+    run = cx.sharded_vmap(lambda x: x**2, mesh=mesh)
+    run(jnp.arange(6.0))
+    ```
     """
     if not isinstance(axis_name, str) or not axis_name:
         raise ValueError(f"`axis_name` must be a non-empty string, got {axis_name!r}")
@@ -154,7 +160,12 @@ def pad_batch(x: PyTree[Array], multiple: int) -> tuple[PyTree[Array], int]:
 
     **Returns:** `(padded, B)`; take `y[:B]` of any batched result to drop the padding.
 
-    **Example:** `q0s_p, B = cx.pad_batch(q0s, jax.device_count())`.
+    **Example:**
+
+    ```python
+    q0s = jnp.zeros((5, 3))
+    padded, B = cx.pad_batch(q0s, 4)           # padded.shape == (8, 3), B == 5
+    ```
     """
     if not isinstance(multiple, int | np.integer) or multiple < 1:
         raise ValueError(f"`multiple` must be a positive integer, got {multiple!r}")
@@ -204,7 +215,12 @@ def shard_batch(
 
     **Returns:** `(sharded, B)`.
 
-    **Example:** `q0s_sharded, B = cx.shard_batch(q0s)`.
+    **Example:**
+
+    ```python
+    q0s = jnp.zeros((5, 3))
+    sharded, B = cx.shard_batch(q0s)           # padded to a multiple of the device count
+    ```
     """
     mesh = _check_mesh(mesh, axis_name)
     padded, size = pad_batch(x, int(mesh.shape[axis_name]))
@@ -333,9 +349,10 @@ def sharded_vmap(
     **Example:**
 
     ```python
+    q0s, qd0s = jnp.tile(q0, (4, 1)), qd0 * jnp.linspace(0.5, 2.0, 4)[:, None]
     run = cx.sharded_vmap(lambda q0, qd0: cx.simulate(system, q0, qd0, p, t1=1.0).q,
                           in_axes=(0, 0))
-    qs = run(q0s, qd0s)     # (B, 1, n), computed on all devices
+    qs = run(q0s, qd0s)     # (4, 1, n), computed on all devices
     ```
     """
     if not callable(fn):
@@ -446,9 +463,9 @@ def rollout_batch(
     r"""Simulate a batch of initial states, parameters and controls at once.
 
     Every member solves the same constrained equations of motion as `simulate`
-    (DESIGN.md §1: $W\ddot q = f + A^\top\lambda$, $A\ddot q = -c_\text{bias}$, or the
-    vakonomic system of seed 002) with its own adaptive steps; `vmap` batches them, and
-    with `shard=True` the batch is split over all devices (`sharded_vmap`).
+    (docs/concepts/prescriptions.md: $W\ddot q = f + A^\top\lambda$, $A\ddot q = -c_\text{bias}$,
+    or the vakonomic system of Sławianowski et al. 2013) with its own adaptive steps; `vmap`
+    batches them, and with `shard=True` the batch is split over all devices (`sharded_vmap`).
 
     **Arguments:**
 
@@ -474,10 +491,13 @@ def rollout_batch(
     **Example:**
 
     ```python
+    # the Chaplygin sleigh of the README, four masses from the same initial state
+    q0s, qd0s = jnp.tile(q0, (4, 1)), jnp.tile(qd0, (4, 1))
+    ps = {**p, "m": jnp.linspace(0.5, 2.0, 4)}
     ts = jnp.linspace(0.0, 2.0, 21)
-    out = cx.rollout_batch(system, q0s, qd0s, {"m": 1.0, "k": ks}, ts=ts,
-                           p_axes={"m": None, "k": 0}, shard=True)
-    out.q.shape    # (B, 21, n)
+    out = cx.rollout_batch(system, q0s, qd0s, ps, ts=ts,
+                           p_axes={"m": 0, "I": None, "a": None}, shard=True)
+    out.q.shape    # (4, 21, 3)
     ```
     """
     if not isinstance(system, System):

@@ -1,6 +1,6 @@
 r"""Run one system under the Lagrange–d'Alembert and the vakonomic prescriptions.
 
-Seed 002 "Elimination of reaction forces: Linear constraints (summary)": the two
+Sławianowski et al. 2013: the two
 prescriptions give the same motion for holonomic constraints ($\lambda = \dot\mu$) and
 generally different motions for non-integrable ones, where the vakonomic reaction carries
 the curl term $\mu^a(\partial_j\omega_{ai} - \partial_i\omega_{aj})\dot q^j$ and depends on
@@ -51,8 +51,8 @@ def compare_prescriptions(
 ) -> PrescriptionComparison:
     r"""Simulate `system` from the same initial state under `DAlembert()` and `Vakonomic()`.
 
-    Seed 002 (d'Alembert vs vakonomic prescription). Both runs use the same `simulate`
-    options; `mu0` (default zeros) is the vakonomic initial multiplier. The divergence
+    Sławianowski et al. 2013 (d'Alembert vs vakonomic prescription). Both runs use the same
+    `simulate` options; `mu0` (default zeros) is the vakonomic initial multiplier. The divergence
     $|q_\text{dA}(t) - q_\text{vak}(t)|$ is zero (to integration error) for holonomic
     constraints and, for linear constraints, for $\mu_0 = 0$ along motions on which
     $\dot\mu$ stays zero; it grows where the curl $d\omega$ acts.

@@ -1,6 +1,6 @@
 r"""Constraint kinds. Every constraint is brought to velocity level $c(t, q, \dot q) = 0$.
 
-DESIGN.md §1; seed 001 §5.4 (holonomic and ideal non-holonomic constraints), seed 002
+docs/concepts/constraints.md; Neimark & Fufaev 1972;
 ("d'Alembert prescription", "Linear vakonomic constraints", "Nonlinear vakonomic
 constraints").
 """
@@ -66,7 +66,7 @@ class AbstractConstraint(eqx.Module):
 class Holonomic(AbstractConstraint):
     r"""Holonomic (position) constraint $g(t, q, p) = 0$, possibly rheonomic.
 
-    Seed 001 §5.4.1 (Definition 5.1). At velocity level
+    See docs/concepts/constraints.md. At velocity level
     $c = \frac{\partial g}{\partial q}\dot q + \frac{\partial g}{\partial t}$, computed as
     one `jax.jvp` of `g` along the tangent $(1, \dot q)$.
 
@@ -130,7 +130,7 @@ class Holonomic(AbstractConstraint):
 class Pfaffian(AbstractConstraint):
     r"""Pfaffian (affine one-form) constraint $\omega(t, q, p)\,\dot q + b(t, q, p) = 0$.
 
-    Seed 001 §5.4.2.2, seed 002 "Linear vakonomic constraints". A non-zero `b`
+    See docs/concepts/constraints.md. A non-zero `b`
     describes moving supports (a turntable, a conveyor).
 
     Give either the one-form (`omega`, optional `b`) or, with `velocity=`, the map
@@ -226,10 +226,10 @@ class Pfaffian(AbstractConstraint):
 class VelocityConstraint(AbstractConstraint):
     r"""Nonlinear velocity constraint $F(t, q, \dot q, p) = 0$.
 
-    Seed 002 "Nonlinear vakonomic constraints". Under `DAlembert` the reactions follow
+    Sławianowski et al. 2013. Under `DAlembert` the reactions follow
     Chetaev's rule $R = (\partial F/\partial \dot q)^\top \lambda$; under `Vakonomic`
     (with $\Lambda = L - \mu\cdot F$) they carry the acceleration terms
-    $+\mu^a \partial^2 F_a/\partial\dot q^2\,\ddot q$ (the seed writes $L + \mu F$, so its
+    $+\mu^a \partial^2 F_a/\partial\dot q^2\,\ddot q$ (the paper writes $L + \mu F$, so its
     $\mu$ is minus ours).
 
     **Arguments:**

@@ -1,7 +1,7 @@
 r"""Diagnostics: energy, effective energy, constraint residuals, reaction power, rank.
 
-DESIGN.md §1 ("Energy", "Geometry"); seed 001 §5.4.2 (ideal constraints do no work),
-seed 002 "Nonlinear vakonomic constraints" (effective energy $E[L, M]$).
+docs/concepts/prescriptions.md (ideal constraints do no work; the effective energy
+$E[L, M]$), docs/concepts/singular.md (the rank of $A$).
 """
 
 import equinox as eqx
@@ -40,7 +40,11 @@ def energy(system: System, t: Time, q, qd, p: Params = None) -> Float[Array, ""]
     Conserved by conservative, scleronomic systems under d'Alembert reactions; its balance
     with forces is $\dot E = Q\cdot\dot q - \partial L/\partial t$.
 
-    **Example:** `cx.energy(system, 0.0, q, qd, p)`.
+    **Example:**
+
+    ```python
+    cx.energy(system, 0.0, q, qd, p)
+    ```
     """
     t, q, qd = _prepare(system, t, q, qd, p)
     L, dL = jax.jvp(lambda v: system.lagrangian(t, q, v, p), (qd,), (qd,))
@@ -51,13 +55,18 @@ def energy(system: System, t: Time, q, qd, p: Params = None) -> Float[Array, ""]
 def effective_energy(system: System, t: Time, q, qd, mu, p: Params = None) -> Float[Array, ""]:
     r"""Vakonomic effective energy $E[L, M] = E - \mu^a\dot q^i\,\partial c_a/\partial\dot q^i$.
 
-    Seed 002, "Nonlinear vakonomic constraints (cont.)": conserved by the vakonomic
-    motion without dissipation. The seed writes $L[\mu] = L + \mu^a F_a$ and
+    Sławianowski et al. 2013: conserved by the vakonomic
+    motion without dissipation. The paper writes $L[\mu] = L + \mu^a F_a$ and
     $E + \mu^a\dot q^i\partial F_a/\partial\dot q^i$; constrax uses
-    $\Lambda = L - \mu\cdot c$ (so its $\mu$ is minus the seed's), hence the minus sign:
+    $\Lambda = L - \mu\cdot c$ (so its $\mu$ is minus the paper's), hence the minus sign:
     this is the energy function of $\Lambda$ on $c = 0$.
 
-    **Example:** `cx.effective_energy(system, t, q, qd, mu, p)`.
+    **Example:**
+
+    ```python
+    mu = jnp.array([0.5])                      # one multiplier per constraint row
+    cx.effective_energy(system, 0.0, q, qd, mu, p)
+    ```
     """
     t, q, qd = _prepare(system, t, q, qd, p)
     c = stacked_residual(system, p)
@@ -82,7 +91,12 @@ class ConstraintResidual(eqx.Module):
 def constraint_residual(system: System, t: Time, q, qd, p: Params = None) -> ConstraintResidual:
     r"""Position residual $g(t, q)$ (holonomic rows) and velocity residual $c(t, q, \dot q)$.
 
-    **Example:** `cx.constraint_residual(system, t, q, qd, p).velocity`.
+    **Example:**
+
+    ```python
+    res = cx.constraint_residual(system, 0.0, q, qd, p)
+    res.position, res.velocity                 # (h,) holonomic rows, (m,) all rows
+    ```
     """
     t, q, qd = _prepare(system, t, q, qd, p)
     return ConstraintResidual(
@@ -94,7 +108,14 @@ def constraint_residual(system: System, t: Time, q, qd, p: Params = None) -> Con
 @compiled
 def constraint_jacobian(system: System, t: Time, q, qd, p: Params = None) -> Float[Array, "m n"]:
     r"""$A = \partial c/\partial\dot q$: the stacked one-form rows (for linear constraints,
-    independent of `qd`)."""
+    independent of `qd`).
+
+    **Example:**
+
+    ```python
+    cx.constraint_jacobian(system, 0.0, q, qd, p)   # (m, n)
+    ```
+    """
     t, q, qd = _prepare(system, t, q, qd, p)
     return constraint_terms(system, t, q, qd, p)[0]
 
@@ -113,8 +134,15 @@ def constraint_rank(
     r"""Numerical rank and singular values of $A(q)$; `rtol` defaults to $\sqrt\epsilon$.
 
     The constraint distribution $D_q = \ker A(q)$ has dimension $n - \operatorname{rank}$;
-    a drop in rank marks a singular configuration (seed 003 Definition 5.3, Corollary 5.5).
+    a drop in rank marks a singular configuration (Briggs 2016, Definition 5.3, Corollary 5.5).
     `qd` only matters for nonlinear velocity constraints.
+
+    **Example:**
+
+    ```python
+    r = cx.constraint_rank(system, 0.0, q, qd, p)
+    r.rank, r.singular_values
+    ```
     """
     A = constraint_jacobian(system, t, q, qd, p)
     if A.shape[0] == 0:
@@ -137,7 +165,14 @@ def reaction_power(
     constraint_solver: AbstractConstraintSolver = AutoSolver(),
 ) -> Float[Array, ""]:
     r"""Power of the reactions $\dot q^\top R$ (zero for ideal scleronomic d'Alembert
-    constraints, seed 001 Definition 5.3; generally not for vakonomic ones)."""
+    constraints, docs/concepts/constraints.md; generally not for vakonomic ones).
+
+    **Example:**
+
+    ```python
+    cx.reaction_power(system, 0.0, q, qd, p)   # 0 for the knife edge
+    ```
+    """
     return accelerations(
         system, t, q, qd, p, prescription=prescription, mu=mu, constraint_solver=constraint_solver
     ).reaction_power

@@ -1,6 +1,6 @@
 r"""Accelerations and multipliers at one state: prescription → saddle system → solve.
 
-The pipeline reads like the physics (DESIGN.md §1): Lagrangian terms $(W, f)$ →
+The pipeline reads like the physics (docs/concepts/index.md): Lagrangian terms $(W, f)$ →
 constraint terms $(A, c, c_\text{bias})$ → optional stabilisation → saddle solve for
 $(\ddot q, \lambda)$ → reactions.
 """
@@ -183,8 +183,8 @@ def accelerations(
     r"""Accelerations, multipliers and reactions of a constrained system at one state.
 
     Solves $W_\ast\ddot q = f_\ast + A^\top\lambda$, $A\ddot q = -c_\text{bias}$ (plus
-    stabilisation terms if asked), DESIGN.md §1; under `Vakonomic` the effective
-    Lagrangian is $L - \mu\cdot c$ and $\lambda = \dot\mu$ (seed 002).
+    stabilisation terms if asked), docs/concepts/solve.md; under `Vakonomic` the effective
+    Lagrangian is $L - \mu\cdot c$ and $\lambda = \dot\mu$ (Sławianowski et al. 2013).
 
     **Arguments:**
 

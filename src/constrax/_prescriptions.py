@@ -1,13 +1,13 @@
 r"""How reactions are prescribed: Lagrange–d'Alembert or vakonomic (Hamilton–Lusternik).
 
-Both reduce to the same saddle-point system (DESIGN.md §1)
+Both reduce to the same saddle-point system (docs/concepts/prescriptions.md)
 
 $$W_\ast \ddot q = f_\ast + A^\top\lambda, \qquad A\ddot q = -c_\text{bias} - \text{stab},$$
 
-built from an *effective Lagrangian*: $L$ itself for d'Alembert (seed 001 eq. 5.8, seed
-002 "d'Alembert prescription"), and $\Lambda = L - \mu\cdot c(t, q, \dot q)$ with the
-multiplier $\mu(t)$ part of the state for the vakonomic prescription (seed 002
-"Vakonomic prescription"), whose Euler–Lagrange equations give
+built from an *effective Lagrangian*: $L$ itself for d'Alembert (Neimark & Fufaev 1972;
+Bloch 2003; docs/concepts/prescriptions.md), and $\Lambda = L - \mu\cdot c(t, q, \dot q)$ with the
+multiplier $\mu(t)$ part of the state for the vakonomic prescription (Sławianowski et al. 2013;
+docs/concepts/prescriptions.md), whose Euler–Lagrange equations give
 $W_\mu\ddot q - A^\top\dot\mu = Q + \partial\Lambda/\partial q
 - (\partial^2\Lambda/\partial\dot q\partial q)\dot q - \partial^2\Lambda/\partial\dot q\partial t$,
 i.e. $\lambda = \dot\mu$. A new prescription is a new effective Lagrangian.
@@ -40,7 +40,7 @@ class AbstractPrescription(eqx.Module):
 class DAlembert(AbstractPrescription):
     r"""Lagrange–d'Alembert prescription: ideal reactions $R = A^\top\lambda$.
 
-    Seed 001 §5.4.2 (eq. 5.8), seed 002 "d'Alembert prescription". For a nonlinear
+    Neimark & Fufaev 1972; docs/concepts/prescriptions.md. For a nonlinear
     constraint $F(t, q, \dot q) = 0$ this is Chetaev's rule,
     $R = (\partial F/\partial\dot q)^\top\lambda$. Reactions do no work on admissible
     velocities of scleronomic linear constraints: $\dot q^\top R = 0$.
@@ -55,8 +55,7 @@ class DAlembert(AbstractPrescription):
 class Vakonomic(AbstractPrescription):
     r"""Vakonomic (Hamilton–Lusternik) prescription: $\delta\int L\,dt = 0$ on constrained curves.
 
-    Seed 002 "Vakonomic prescription", "Linear vakonomic constraints", "Nonlinear
-    vakonomic constraints". The multipliers $\mu$ are part of the state and
+    Sławianowski et al. 2013. The multipliers $\mu$ are part of the state and
     $\dot\mu = \lambda$ comes out of the saddle solve. For one-forms the reaction is
     $R_i = \dot\mu^a\omega_{ai} + \mu^a(\partial_j\omega_{ai} - \partial_i\omega_{aj})\dot q^j$
     (the curl $d\omega$); for holonomic rows the curl vanishes and the motion is the

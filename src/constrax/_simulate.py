@@ -1,5 +1,5 @@
 r"""`simulate`: integrate constrained dynamics with diffrax; `Trajectory`; consistent initial
-states (DESIGN.md §1 "Drift", §2).
+states (docs/concepts/stabilisation.md).
 
 The state is $(q, \dot q)$, plus $\mu$ under the vakonomic prescription; the vector field
 is `_dynamics._step`. Every diffrax solver, step-size controller, `SaveAt`, adjoint and
@@ -212,7 +212,7 @@ class Trajectory(eqx.Module):
         return self._map(lambda t, q, qd, mu: _energy(self.system, t, q, qd, self.p))
 
     def effective_energy(self) -> Float[Array, " k"]:
-        """$E[L, M]$ (seed 002) along a vakonomic trajectory."""
+        """$E[L, M]$ (Sławianowski et al. 2013) along a vakonomic trajectory."""
         if self.mu is None:
             raise ValueError("effective_energy needs a vakonomic trajectory (with `mu`)")
         return self._map(lambda t, q, qd, mu: effective_energy(self.system, t, q, qd, mu, self.p))
@@ -261,7 +261,12 @@ def consistent_initial_state(
 
     **Returns:** `(q, qd)` satisfying the constraints.
 
-    **Example:** `q0, qd0 = cx.consistent_initial_state(system, 0.0, q0, qd0, p)`.
+    **Example:**
+
+    ```python
+    qd_slip = jnp.array([1.0, 0.3, 2.0])       # violates the knife edge
+    q0, qd0 = cx.consistent_initial_state(system, 0.0, q, qd_slip, p)
+    ```
     """
     q0, qd0 = check_state(q0, qd0)
     t0 = as_time(t0, q0)
@@ -316,7 +321,7 @@ def simulate(
     r"""Integrate the constrained equations of motion with `diffrax.diffeqsolve`.
 
     The ODE is $\dot q = \dot q$, $\ddot q$ from the saddle solve of `accelerations`
-    (and $\dot\mu = \lambda$ under `Vakonomic`), DESIGN.md §1.
+    (and $\dot\mu = \lambda$ under `Vakonomic`), docs/concepts/prescriptions.md.
 
     **Arguments:**
 

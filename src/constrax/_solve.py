@@ -1,4 +1,4 @@
-r"""Solvers for the saddle-point system of constrained dynamics (DESIGN.md §1)
+r"""Solvers for the saddle-point system of constrained dynamics (docs/concepts/solve.md)
 
 $$W\ddot q = f + A^\top\lambda, \qquad A\ddot q = b.$$
 
@@ -7,7 +7,7 @@ $$W\ddot q = f + A^\top\lambda, \qquad A\ddot q = b.$$
   is positive definite on $\ker A$ (so $W$ itself may be singular). A (near-)zero pivot is
   reported as an error instead of returning garbage.
 * `UdwadiaKalaba`: Gauss's principle of least constraint,
-  $\ddot q = a + W^{-1/2}(AW^{-1/2})^+(b - Aa)$, $a = W^{-1}f$ (seed 003 §1.2 motivates
+  $\ddot q = a + W^{-1/2}(AW^{-1/2})^+(b - Aa)$, $a = W^{-1}f$ (Briggs 2016, §1.2 motivates
   it). A Cholesky of $W_a = W + \kappa A^\top A$ (positive definite whenever $W$ is on
   $\ker A$; it leaves $\ddot q$ and $\lambda$ unchanged because $A\ddot q = b$) and an SVD
   pseudoinverse of the $m\times n$ matrix $B = AL^{-\top}$ with a relative cutoff. The

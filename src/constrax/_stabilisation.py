@@ -1,4 +1,4 @@
-r"""Drift control for the index-reduced equations (DESIGN.md §1, "Drift").
+r"""Drift control for the index-reduced equations (docs/concepts/stabilisation.md).
 
 Differentiating the constraints to acceleration level makes $g = 0$ and $c = 0$ invariant
 but not attractive: integration error accumulates. Two remedies:
@@ -12,7 +12,7 @@ but not attractive: integration error accumulates. Two remedies:
   $\dot q$-equation $\dot q_\text{pos} = \dot q_P - \beta\,W^{-1}A^\top(AW^{-1}A^\top)^+ g$.
   The velocity error $\delta = \dot q - \dot q_P$ then obeys $\dot\delta = -\alpha\delta$ and
   the position error $\dot g = -\beta g$, *measured in velocity units*, not in units of
-  $c$. This is what keeps the snake cart of seed 003 §1.2 on its constraints as it
+  $c$. This is what keeps the snake cart of Briggs 2016, §1.2 on its constraints as it
   crosses $\phi = \pm\pi/2$: there a constraint row degenerates like $\cos\phi$, so a
   residual $c$ corresponds to a velocity error $c/\cos\phi$, which plain Baumgarte lets
   grow without bound. Use it with `UdwadiaKalaba` or `AutoSolver` across singularities.

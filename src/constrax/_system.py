@@ -1,5 +1,5 @@
 r"""`System`: a Lagrangian, its constraints and a generalized force, and the terms the
-engine derives from them by autodiff (DESIGN.md §1).
+engine derives from them by autodiff (docs/concepts/lagrangians.md).
 
 * mass matrix $W = \partial^2 L / \partial \dot q^2$;
 * $f = Q + \partial L/\partial q - (\partial^2 L/\partial\dot q\,\partial q)\,\dot q
@@ -230,7 +230,11 @@ def generalized_force(system: System, t, q, qd, p) -> Float[Array, " n"]:
 def mass_matrix(system: System, t: Time, q, qd, p: Params) -> Float[Array, "n n"]:
     r"""The mass matrix $W = \partial^2 L / \partial\dot q^2$ (by autodiff).
 
-    **Example:** `cx.mass_matrix(system, 0.0, q, qd, p)`.
+    **Example:**
+
+    ```python
+    cx.mass_matrix(system, 0.0, q, qd, p)      # (n, n)
+    ```
     """
     q, qd = check_state(q, qd)
     t = as_time(t, q)

@@ -3,9 +3,9 @@ r"""`python -m constrax.showcase [--out DIR] [--quick]`: constrax on its built-i
 Runs, in order, and on the models of `constrax.models` only:
 
 1. d'Alembert vs vakonomic: the same nonholonomic system under both prescriptions
-   (seed 002): different motions, zero vs non-zero reaction power, conserved energy
+   (Sławianowski et al. 2013): different motions, zero vs non-zero reaction power, conserved energy
    vs conserved effective energy.
-2. the snake cart (seed 003 §1.2) driven through its singular configurations
+2. the snake cart (Briggs 2016, §1.2) driven through its singular configurations
    $\phi = \pm\pi/2$, where the constraint distribution drops rank;
 3. a ball rolling on a turntable: its closed (circular) orbit;
 4. a parameter identification by gradient through whole trajectories;

@@ -1,4 +1,4 @@
-r"""Batched Monte-Carlo rollouts: many snake carts (seed 003 §1.2) with random steering.
+r"""Batched Monte-Carlo rollouts: many snake carts (Briggs 2016, §1.2) with random steering.
 
 Each cart starts at the origin heading along $x$ with a random speed $v_0$, steering angle
 $\phi_0$ and steering rate, on the admissible velocities

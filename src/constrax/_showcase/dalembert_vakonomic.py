@@ -3,9 +3,9 @@ r"""d'Alembert vs vakonomic on the Heisenberg (nonholonomic) particle.
 $L = \tfrac12(\dot x^2 + \dot y^2)$ with $\dot z = \tfrac k2(x\dot y - y\dot x)$
 (`models.nonholonomic_particle("heisenberg")`, Bloch §1.8).
 
-* Lagrange–d'Alembert (seed 001 eq. 5.8): the $z$ row forces $\lambda = 0$; the
+* Lagrange–d'Alembert (Neimark & Fufaev 1972): the $z$ row forces $\lambda = 0$; the
   $(x, y)$ projection moves on straight lines, $z$ grows linearly.
-* Vakonomic (seed 002, $\Lambda = L - \mu\,c$): $\mu$ is constant and
+* Vakonomic (Sławianowski et al. 2013, $\Lambda = L - \mu\,c$): $\mu$ is constant and
   $\ddot x = \mu k\dot y$, $\ddot y = -\mu k\dot x$ — circles of radius $|v|/(\mu k)$
   (the sub-Riemannian geodesics), traversed at the rate $\mu k$.
 

@@ -1,4 +1,4 @@
-r"""The snake cart (seed 003 §1.2) driven through its singular configurations.
+r"""The snake cart (Briggs 2016, §1.2) driven through its singular configurations.
 
 At $\phi = \pm\pi/2$ the two no-side-slip rows (1.2.1) coincide, $A$ drops from rank 2 to
 rank 1 and the multipliers of (1.2.3) are no longer unique (1.2.4). The accelerations of

@@ -2,10 +2,10 @@ r"""A ball rolling without slipping on a spinning turntable: the closed orbit.
 
 The rolling contact with the moving table is an affine (rheonomic) Pfaffian constraint,
 $\dot r + \omega\times(-a e_z) = \Omega e_z\times(r - a e_z)$ (a $b \neq 0$ one-form,
-DESIGN.md §1). Its classical closed form: the centre obeys $\dot v = \nu\, e_z\times v$ with
-$\nu = \frac{k}{1+k}\Omega$ ($\tfrac27\Omega$ for a homogeneous ball), i.e. it runs on a
-circle of centre $c = r_0 + e_z\times v_0/\nu$ and radius $|v_0|/\nu$ at angular rate $\nu$
-— whatever the table's spin, the ball never flies off. The simulation is compared with
+docs/concepts/constraints.md). Its classical closed form: the centre obeys $\dot v = \nu\,
+e_z\times v$ with $\nu = \frac{k}{1+k}\Omega$ ($\tfrac27\Omega$ for a homogeneous ball), i.e. it
+runs on a circle of centre $c = r_0 + e_z\times v_0/\nu$ and radius $|v_0|/\nu$ at angular rate
+$\nu$ — whatever the table's spin, the ball never flies off. The simulation is compared with
 $r(t) = c + R(\nu t)(r_0 - c)$ over several orbits.
 """
 

@@ -1,8 +1,10 @@
-r"""Affine bodies (seed 002): configuration $(r, \varphi)$, $\varphi\in GL^+(n)$, $n = 2, 3$.
+r"""Affine bodies: configuration $(r, \varphi)$, $\varphi\in GL^+(n)$, $n = 2, 3$.
+
+Affine bodies and their constraints after Sławianowski et al. 2013 (docs/concepts/affine.md).
 
 Bodies, hyperelastic potentials, constraint builders (gyroscopic, isochoric, conformal,
 rotation-free) returning ordinary core constraints, derived quantities (affine velocity,
-spin, dipoles, reaction dipoles, polar decomposition) and the seed's reduced descriptions
+spin, dipoles, reaction dipoles, polar decomposition) and the published reduced descriptions
 of rotation-free motion as independent code paths.
 """
 

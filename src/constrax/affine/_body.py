@@ -1,6 +1,6 @@
 r"""The affine body: configuration $(r, \varphi)$, kinetic energy and Lagrangian.
 
-Seed 002, "Affine motion and affine bodies": material points move as
+Sławianowski et al. 2013: material points move as
 $x^i = r^i + \varphi^i{}_K a^K$, $\varphi\in GL(n)$, with
 
 $$T = \frac{M}{2} g_{ij}\dot r^i\dot r^j + \frac12 g_{ij}\dot\varphi^i{}_K\dot\varphi^j{}_L J^{KL},
@@ -28,7 +28,7 @@ def _spd_violation(X):
 
 
 class AffineBody(eqx.Module):
-    r"""An affine body in dimension $n = 2$ or $3$ (seed 002, "Affine motion and affine bodies").
+    r"""An affine body in dimension $n = 2$ or $3$ (Sławianowski et al. 2013).
 
     $T = \frac M2 g(\dot r, \dot r) + \frac12 g_{ij}\dot\varphi^i{}_K\dot\varphi^j{}_L J^{KL}$,
     $V = V(r, \varphi)$.
@@ -51,7 +51,8 @@ class AffineBody(eqx.Module):
     body = AffineBody(1.0, jnp.diag(jnp.array([1.0, 2.0, 3.0])),
                       potential=StVenantKirchhoff(1.0, 0.5))
     system = affine_system(gyroscopic())
-    q0, qd0 = affine_state(body, r, phi, r_dot, phi_dot)
+    spin = jnp.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    q0, qd0 = affine_state(body, jnp.zeros(3), jnp.eye(3), jnp.zeros(3), spin)  # rigid spin
     traj = cx.simulate(system, q0, qd0, body, t1=1.0)
     ```
     """
@@ -147,8 +148,8 @@ def affine_state(
 ) -> tuple[Float[Array, " d"], Float[Array, " d"]]:
     r"""Initial state `(q, qd)` from $(r,\varphi,\dot r,\dot\varphi)$, checking $\det\varphi>0$.
 
-    An affine configuration needs $\det\varphi > 0$ (seed 002: $\varphi\in GL(n)$ connected
-    to the reference); a singular $\varphi$ or one with negative determinant raises
+    An affine configuration needs $\det\varphi > 0$ (Sławianowski et al. 2013: $\varphi\in GL(n)$
+    connected to the reference); a singular $\varphi$ or one with negative determinant raises
     (`eqx.error_if`, also under jit).
 
     **Example:** `q0, qd0 = affine_state(body, jnp.zeros(3), jnp.eye(3), v0, W0)`.
@@ -178,7 +179,7 @@ def affine_state(
 
 
 def kinetic_energy(body: AffineBody, qd: Float[Array, " d"]) -> Float[Array, ""]:
-    r"""Kinetic energy (seed 002)
+    r"""Kinetic energy (Sławianowski et al. 2013)
     $T = \frac M2 g_{ij}\dot r^i\dot r^j + \frac12 g_{ij}\dot\varphi^i{}_K\dot\varphi^j{}_L J^{KL}$.
 
     **Example:** `kinetic_energy(body, qd)`.
@@ -199,7 +200,7 @@ def potential_energy(body: AffineBody, q: Float[Array, " d"]) -> Float[Array, ""
 
 
 def affine_lagrangian(t, q: Float[Array, " d"], qd: Float[Array, " d"], body: AffineBody):
-    r"""$L = T - V$ of an affine body (seed 002), with signature `L(t, q, qd, p)`, `p` the body.
+    r"""$L = T - V$ of an affine body, with signature `L(t, q, qd, p)`, `p` the body.
 
     **Example:** `cx.System(lagrangian=affine_lagrangian)`.
     """

@@ -1,8 +1,6 @@
 r"""Constraint builders of affine motion, returning ordinary constraints of the core engine.
 
-Seed 002: "Gyroscopic constraints", "Isochoric constraints (incompressible body)",
-"Constraints implied by linear conformal group (rotations and dilatations)",
-"Constraints of purely rotation-free affine motion". Each builder returns a
+Sławianowski et al. 2013. Each builder returns a
 `cx.Holonomic` or `cx.Pfaffian` whose functions read the metrics from `p`, the
 `AffineBody`; use them with `affine_system(...)` under `cx.DAlembert()` or `cx.Vakonomic()`.
 """
@@ -24,7 +22,7 @@ def _upper(n: int, k: int = 0):
 def gyroscopic() -> Holonomic:
     r"""Gyroscopic (metrically rigid) constraint $g_{ij}\varphi^i{}_A\varphi^j{}_B = \eta_{AB}$.
 
-    Seed 002, "Gyroscopic constraints": holonomic, $n(n+1)/2$ rows (upper triangle of
+    Sławianowski et al. 2013: holonomic, $n(n+1)/2$ rows (upper triangle of
     $G - \eta$). The affine body becomes a rigid body with inertia
     $I = \operatorname{tr}(J)\,1 - J$ (for $g = \eta = 1$); the reaction dipole $N_R$ is
     symmetric.
@@ -43,7 +41,7 @@ def gyroscopic() -> Holonomic:
 def isochoric(det0: Float[ArrayLike, ""]) -> Holonomic:
     r"""Isochoric (incompressible) constraint $\det\varphi = \det\varphi_0$.
 
-    Seed 002, "Isochoric constraints": one holonomic row; at velocity level
+    Sławianowski et al. 2013: one holonomic row; at velocity level
     $\operatorname{tr}\Omega = 0$. The reaction dipole is a pure trace
     $N_R^{ij} = \lambda g^{ij}$.
 
@@ -79,7 +77,7 @@ _CONFORMAL_COLLAPSE = (
 def conformal() -> Holonomic:
     r"""Conformal constraint $\varphi^\top g\varphi = \lambda\eta$ with free $\lambda > 0$.
 
-    Seed 002, "Constraints implied by linear conformal group": rotations and dilatations,
+    Sławianowski et al. 2013: rotations and dilatations,
     $\Omega = \omega + \alpha 1$. $\lambda$ is eliminated: with $\eta = CC^\top$ and
     $\tilde G = C^{-1}GC^{-\top}$, the rows are the off-diagonal entries of $\tilde G$
     and the differences $\tilde G_{ii} - \tilde G_{i+1,i+1}$: $n(n+1)/2 - 1$ independent
@@ -124,7 +122,7 @@ def rotation_free_one_form(body: AffineBody, q: Float[Array, " d"]) -> Float[Arr
 def rotation_free() -> Pfaffian:
     r"""Rotation-free constraint: $\Omega$ is $g$-symmetric, $g\Omega = (g\Omega)^\top$.
 
-    Seed 002, "Constraints of purely rotation-free affine motion": $n(n-1)/2$ truly
+    Sławianowski et al. 2013: $n(n-1)/2$ truly
     nonholonomic one-forms (`cx.Pfaffian`). Under d'Alembert the reaction dipole $N_R$ is
     antisymmetric; under the vakonomic prescription the reactions also carry the curl term.
 

@@ -1,8 +1,7 @@
 r"""Potentials of an affine body: general $V(r, \varphi)$ and hyperelastic $V(G)$.
 
-Seed 002, "Affine motion and affine bodies (cont.)" ($L = T - V(r, \varphi)$) and
-"Polar decomposition (cont.)" (hyperelastic $V$ depending only on the Green deformation
-tensor $G_{AB} = g_{ij}\varphi^i{}_A\varphi^j{}_B$).
+Sławianowski et al. 2013 ($L = T - V(r, \varphi)$; hyperelastic $V$ depending only on the
+Green deformation tensor $G_{AB} = g_{ij}\varphi^i{}_A\varphi^j{}_B$).
 """
 
 import abc
@@ -14,7 +13,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 
 def green_tensor(phi: Float[Array, "n n"], g: Float[Array, "n n"]) -> Float[Array, "n n"]:
-    r"""Green deformation tensor $G = \varphi^\top g\,\varphi$ (seed 002, "Polar decomposition").
+    r"""Green deformation tensor $G = \varphi^\top g\,\varphi$ (Sławianowski et al. 2013).
 
     **Example:** `green_tensor(phi, jnp.eye(3))`.
     """
@@ -54,7 +53,7 @@ class StVenantKirchhoff(AbstractHyperelastic):
     r"""St Venant–Kirchhoff energy $V = \mathrm{vol}\,\big(\tfrac{\lambda}{2}(\operatorname{tr}E)^2
     + \mu\operatorname{tr}E^2\big)$ with $E = \tfrac12(\eta^{-1}G - 1)$.
 
-    Hyperelastic $V(G)$ of seed 002 ("Polar decomposition (cont.)"), the simplest isotropic
+    Hyperelastic $V(G)$ of Sławianowski et al. 2013, the simplest isotropic
     law; traces are taken with the material metric $\eta$.
 
     **Arguments:**
@@ -82,7 +81,7 @@ class StVenantKirchhoff(AbstractHyperelastic):
 
 
 class Hyperelastic(AbstractHyperelastic):
-    r"""A user hyperelastic law `fn(G, eta) -> scalar`, $V = V(G)$ (seed 002).
+    r"""A user hyperelastic law `fn(G, eta) -> scalar`, $V = V(G)$ (Sławianowski et al. 2013).
 
     **Example:** `Hyperelastic(lambda G, eta: 0.5 * jnp.trace(G))`.
     """
@@ -94,7 +93,7 @@ class Hyperelastic(AbstractHyperelastic):
 
 
 class Potential(AbstractPotential):
-    r"""A general potential `fn(r, phi) -> scalar`, $V(r, \varphi)$ (seed 002).
+    r"""A general potential `fn(r, phi) -> scalar`, $V(r, \varphi)$ (Sławianowski et al. 2013).
 
     Not necessarily rotation invariant: its dipole $N$ need not be symmetric.
 

@@ -1,5 +1,4 @@
-r"""Derived quantities of affine motion (seed 002, "Affine motion and affine bodies",
-"Polar decomposition").
+r"""Derived quantities of affine motion (Sławianowski et al. 2013).
 
 * affine velocity $\Omega = \dot\varphi\varphi^{-1}$, co-moving
   $\hat\Omega = \varphi^{-1}\dot\varphi$;
@@ -14,7 +13,7 @@ r"""Derived quantities of affine motion (seed 002, "Affine motion and affine bod
 Derivation of $N_R$: the Euler–Lagrange equation of $\varphi$ is
 $g\ddot\varphi J = -\partial V/\partial\varphi + R_\varphi$ (matrices indexed $(k, A)$).
 Multiplying by $\varphi$ and $g^{-1}$,
-$\varphi J\ddot\varphi^\top = N + \varphi R_\varphi^\top g^{-1}$, i.e. the seed's balance
+$\varphi J\ddot\varphi^\top = N + \varphi R_\varphi^\top g^{-1}$, i.e. the published balance
 $\varphi^i{}_K\ddot\varphi^j{}_L J^{KL} = N^{ij} + N_R^{ij}$.
 """
 
@@ -29,7 +28,7 @@ from ._elastic import green_tensor
 
 
 def affine_velocity(body: AffineBody, q, qd) -> Float[Array, "n n"]:
-    r"""Affine velocity (Eringen's gyration) $\Omega = \dot\varphi\varphi^{-1}$ (seed 002).
+    r"""Affine velocity (Eringen's gyration) $\Omega = \dot\varphi\varphi^{-1}$.
 
     **Example:** `affine_velocity(body, q, qd)`.
     """
@@ -49,7 +48,7 @@ def comoving_affine_velocity(body: AffineBody, q, qd) -> Float[Array, "n n"]:
 
 
 def affine_spin(body: AffineBody, q, qd) -> Float[Array, "n n"]:
-    r"""Affine spin $K^{ij} = \varphi^i{}_K\dot\varphi^j{}_L J^{KL}$ (seed 002).
+    r"""Affine spin $K^{ij} = \varphi^i{}_K\dot\varphi^j{}_L J^{KL}$ (Sławianowski et al. 2013).
 
     As a matrix, $K = \varphi J\dot\varphi^\top$.
 
@@ -61,7 +60,7 @@ def affine_spin(body: AffineBody, q, qd) -> Float[Array, "n n"]:
 
 
 def angular_momentum(body: AffineBody, q, qd) -> Float[Array, "n n"]:
-    r"""Internal angular momentum (spin) $S = K - K^\top$; $\dot S = N - N^\top$ (seed 002).
+    r"""Internal angular momentum (spin) $S = K - K^\top$; $\dot S = N - N^\top$.
 
     **Example:** `angular_momentum(body, q, qd)`.
     """
@@ -74,7 +73,7 @@ def _dV(body, q):
 
 
 def force(body: AffineBody, q) -> Float[Array, " n"]:
-    r"""Total force $F^i = -g^{ij}\partial V/\partial r^j$ (seed 002).
+    r"""Total force $F^i = -g^{ij}\partial V/\partial r^j$ (Sławianowski et al. 2013).
 
     **Example:** `force(body, q)`.
     """
@@ -116,7 +115,7 @@ def reaction_dipole(body: AffineBody, q, R) -> Float[Array, "n n"]:
 
 
 class Polar(eqx.Module):
-    r"""Polar decomposition $\varphi = UA$ and its rates (seed 002, "Polar decomposition").
+    r"""Polar decomposition $\varphi = UA$ and its rates (Sławianowski et al. 2013).
 
     - `U`: isometry, $U^\top gU = \eta$; `A`: $\eta$-symmetric positive, $\eta A = (\eta A)^\top$.
     - `U_dot`, `A_dot`: time derivatives along $\dot\varphi$.
@@ -131,7 +130,7 @@ class Polar(eqx.Module):
 
 
 def polar_decomposition(body: AffineBody, q, qd) -> Polar:
-    r"""Polar decomposition $\varphi = UA$ with $\hat\omega = U^{-1}\dot U$ (seed 002).
+    r"""Polar decomposition $\varphi = UA$ with $\hat\omega = U^{-1}\dot U$.
 
     With $g = L_gL_g^\top$, $\eta = L_\eta L_\eta^\top$: $\tilde\varphi = L_g^\top\varphi
     L_\eta^{-\top} = \tilde U\tilde A$ (Euclidean polar decomposition by `eigh`), then
@@ -189,7 +188,7 @@ class AffineQuantities(eqx.Module):
 
 
 def affine_quantities(traj: Trajectory) -> AffineQuantities:
-    r"""All derived quantities of seed 002 along a `Trajectory` of an affine body (`traj.p`).
+    r"""All derived quantities of affine motion along a `Trajectory` of an affine body (`traj.p`).
 
     Compiled once per trajectory structure (`equinox.filter_jit`).
 

@@ -1,9 +1,7 @@
-r"""The seed's reduced descriptions of rotation-free affine motion, as independent code paths.
+r"""Reduced descriptions of rotation-free affine motion (published forms), as independent paths.
 
-Seed 002, "Polar decomposition", "Vakonomic lagrangian and resulting equations of motion",
-"Usual (non-vakonomic) constraints and equations of motion", "Solving the above equations
-of motion". Written for Euclidean metrics $g = \eta = 1$ (the seed's explicit forms).
-With $\varphi = UA$ ($U$ orthogonal, $A$ symmetric positive) the rotation-free constraint
+Sławianowski et al. 2013. Written for Euclidean metrics $g = \eta = 1$ (the published explicit
+forms). With $\varphi = UA$ ($U$ orthogonal, $A$ symmetric positive) the rotation-free constraint
 ($\Omega$ symmetric) is equivalent to
 
 $$\hat\omega = U^{-1}\dot U = \tfrac12[A^{-1}, \dot A],$$
@@ -17,14 +15,14 @@ $\tfrac12\operatorname{tr}(\dot\varphi J\dot\varphi^\top)
 $$T^\mathrm{Vak}_\mathrm{int} = \tfrac18\operatorname{tr}(\dot AJ\dot A)
 + \tfrac14\operatorname{tr}(BJ\dot A) + \tfrac18\operatorname{tr}(BJB^\top).$$
 
-**Seed typo (vakonomic Lagrangian).** The seed writes the first term as
+**Misprints (vakonomic Lagrangian).** The paper writes the first term as
 $\tfrac12\eta_{KL}\dot A^K{}_A\dot A^L{}_BJ^{AB}$: that is the first term of $T_\mathrm{int}$
 *before* substitution. The cross and quadratic terms of $\hat\omega$ also contain
 $-\tfrac12\dot A$ and contribute $-\tfrac12 + \tfrac18$ of it; the correct coefficient is
-$\tfrac18$ (`seed_vakonomic_kinetic` is the seed's literal form; the difference is
+$\tfrac18$ (`seed_vakonomic_kinetic` is the published literal form; the difference is
 exactly $\tfrac38\operatorname{tr}(\dot AJ\dot A)$).
 
-**Seed typos (usual equations).** From $\varphi J\ddot\varphi^\top = N + N_R$ with $N_R$
+**Misprints (usual equations).** From $\varphi J\ddot\varphi^\top = N + N_R$ with $N_R$
 antisymmetric and
 $\ddot\varphi = U(\ddot A + 2\hat\omega\dot A + \dot{\hat\omega}A + \hat\omega^2A)$,
 the symmetric part of
@@ -32,10 +30,10 @@ the symmetric part of
 $$AJ\ddot A - AJ\dot A\,c - \tfrac12 AJA\,\dot c + \tfrac14 AJA\,c^2 = \bar N,
 \qquad c = [A^{-1}, \dot A],$$
 
-holds, $\bar N = U^\top NU = A\hat NA$. The seed's tensor equation has $-AJ\,\dot c$ in
+holds, $\bar N = U^\top NU = A\hat NA$. The published tensor equation has $-AJ\,\dot c$ in
 the third term (should be $-AJ\dot A\,c$: its own explicit form has $\dot A$ there) and
 $\tfrac14AJA\,\tfrac{d}{dt}c^2$ in the fourth (should be $\tfrac14AJA\,c^2$, again as in its
-explicit form). `seed_usual_terms` returns the seed's literal terms so tests can pin this.
+explicit form). `seed_usual_terms` returns the published literal terms so tests can pin this.
 
 **Vakonomic coincidence.** The generic engine's vakonomic motion ($\mu$ in the state)
 coincides with the Euler–Lagrange motion of $T^\mathrm{Vak}_\mathrm{int} - V$ plus
@@ -82,7 +80,7 @@ def commutator(X, Y):
 def rotation_free_omega_hat(
     A: Float[Array, "n n"], A_dot: Float[Array, "n n"]
 ) -> Float[Array, "n n"]:
-    r"""$\hat\omega = \tfrac12[A^{-1}, \dot A]$ (seed 002, "Polar decomposition (cont.)").
+    r"""$\hat\omega = \tfrac12[A^{-1}, \dot A]$ (Sławianowski et al. 2013).
 
     **Example:** `rotation_free_omega_hat(A, A_dot)`.
     """
@@ -100,8 +98,8 @@ def vakonomic_kinetic(A, A_dot, J) -> Float[Array, ""]:
 
 
 def seed_vakonomic_kinetic(A, A_dot, J) -> Float[Array, ""]:
-    r"""The seed's literal $T^\mathrm{Vak}_\mathrm{int}$ (with its typo in the first coefficient):
-    $\tfrac12\operatorname{tr}(\dot AJ\dot A) + \tfrac14\operatorname{tr}(BJ\dot A)
+    r"""The published literal $T^\mathrm{Vak}_\mathrm{int}$ (with its typo in the first
+    coefficient): $\tfrac12\operatorname{tr}(\dot AJ\dot A) + \tfrac14\operatorname{tr}(BJ\dot A)
     + \tfrac18\operatorname{tr}(BJB^\top)$, $B = A^{-1}\dot AA$.
 
     **Example:** `seed_vakonomic_kinetic(A, A_dot, J) - vakonomic_kinetic(A, A_dot, J)`.
@@ -132,9 +130,9 @@ def _V(body: AffineBody, G):
 
 def reduced_vakonomic_system(body: AffineBody) -> System:
     r"""`cx.System` on the $n(n+1)/2$ entries of symmetric $A$ with
-    $L = T^\mathrm{Vak}_\mathrm{int}(A, \dot A) - V(G = A^2)$ (seed 002, "Vakonomic lagrangian").
+    $L = T^\mathrm{Vak}_\mathrm{int}(A, \dot A) - V(G = A^2)$ (Sławianowski et al. 2013).
 
-    Its Euler–Lagrange equations (by autodiff) are the seed's vakonomic equations of
+    Its Euler–Lagrange equations (by autodiff) are the published vakonomic equations of
     rotation-free motion; parameters `p` are the body.
 
     **Example:** `cx.accelerations(reduced_vakonomic_system(body), 0.0, a, ad, body)`.
@@ -176,7 +174,7 @@ def usual_rotation_free_residual(A, A_dot, A_ddot, J, Nbar) -> Float[Array, "n n
 
 
 def seed_usual_terms(A, A_dot, A_ddot, J) -> dict[str, Float[Array, "n n"]]:
-    r"""The four left-hand terms of the seed's usual tensor equation, literally, next to the
+    r"""The four left-hand terms of the published usual tensor equation, literally, next to the
     first-principles ones (module docstring): keys `"T1"`, `"T2"`, `"T3_seed"`, `"T3"`,
     `"T4_seed"` ($\tfrac14AJA\,\dot c^2$), `"T4_seed_alt"` ($\tfrac14AJA\,\tfrac{d}{dt}c^2$),
     `"T4"`.
@@ -238,12 +236,12 @@ def simulate_reduced(
     atol: float = 1e-11,
     max_steps: int = 100_000,
 ) -> ReducedTrajectory:
-    r"""Integrate the seed's reduced rotation-free equations and reconstruct $\varphi = UA$.
+    r"""Integrate the published reduced rotation-free equations and reconstruct $\varphi = UA$.
 
     `kind="vakonomic"`: Euler–Lagrange of $T^\mathrm{Vak}_\mathrm{int} - V(A^2)$ by autodiff
     (`reduced_vakonomic_system`); `kind="usual"`: the corrected usual equations
     (`usual_rotation_free_acceleration`). Both with $\dot U = U\hat\omega$,
-    $\hat\omega = \tfrac12[A^{-1}, \dot A]$ (seed 002, "Solving the above equations").
+    $\hat\omega = \tfrac12[A^{-1}, \dot A]$ (Sławianowski et al. 2013).
 
     **Example:** `simulate_reduced(body, A0, Ad0, U0, ts, kind="usual").phi`.
     """

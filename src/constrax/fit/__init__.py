@@ -1,5 +1,5 @@
 """`constrax.fit`: differentiable workflows — parameter identification and trajectory
-optimisation through `cx.simulate` (DESIGN.md §2 "fit/")."""
+optimisation through `cx.simulate` (docs/concepts/gradients.md)."""
 
 from ._checkpoint import load_checkpoint as load_checkpoint, save_checkpoint as save_checkpoint
 from ._controls import AbstractControl as AbstractControl, PiecewiseLinear as PiecewiseLinear

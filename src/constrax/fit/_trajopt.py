@@ -5,7 +5,7 @@ $$J = \tfrac{w_u}{2}\int_{t_0}^{t_1} |u(t)|^2\,dt
       + \tfrac{w_T}{2}\big(|q(t_1) - q^\star|^2 + |\dot q(t_1) - \dot q^\star|^2\big),$$
 written as $\tfrac12|r|^2$ with the exact effort residuals of the control
 (`AbstractControl.effort_residuals`). The constraints hold along every candidate
-trajectory because they are part of the dynamics (DESIGN.md §1), not penalties.
+trajectory because they are part of the dynamics (docs/concepts/constraints.md), not penalties.
 """
 
 from collections.abc import Callable

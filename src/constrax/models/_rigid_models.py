@@ -1,6 +1,6 @@
 r"""Rigid bodies in 3-D built from `constrax.rigid`: the free rigid body, the tilted rolling
 disk (Euler's disk without slipping), a ball on a rotating turntable, and the disk and link
-of seed 000 §7.10. Constraints are the builders of `constrax.rigid` (ordinary core
+of Loparo & Vakalis 2002, §7.10. Constraints are the builders of `constrax.rigid` (ordinary core
 constraints); friction, where present, is a generalized force, never a constraint."""
 
 import jax
@@ -57,8 +57,8 @@ def free_rigid_body(*, orientation: AbstractOrientation = _MATRIX, **overrides) 
 
     **Coordinates:** centre of mass $r$ and the orientation coordinates of `orientation`:
     by default `RotationMatrix()`, the 9 entries of $R$ with the 6 orthonormality rows
-    $R^\top R = I$ as `cx.Holonomic` (the gyroscopic affine body of seed 002, kinetic energy
-    $\tfrac12 M|\dot r|^2 + \tfrac12\operatorname{tr}(\dot RJ\dot R^\top)$,
+    $R^\top R = I$ as `cx.Holonomic` (the gyroscopic affine body of Sławianowski et al. 2013,
+    kinetic energy $\tfrac12 M|\dot r|^2 + \tfrac12\operatorname{tr}(\dot RJ\dot R^\top)$,
     $J = \tfrac12\operatorname{tr}(I) - I$); or `Quaternion()` (norm row).
     Use `stabilisation=cx.Projection(...)` to hold orthonormality over long runs.
 
@@ -128,7 +128,7 @@ def tilted_rolling_disk(*, orientation: AbstractOrientation = _QUATERNION, **ove
 
     **Force:** viscous rolling friction $\tau = -c_r(\omega - \omega_z e_z)$ and spin
     friction $\tau = -c_s\omega_z e_z$ (zero by default); generalized forces, reported in
-    `out.force`, not in the reactions (seed 000).
+    `out.force`, not in the reactions (Loparo & Vakalis 2002).
 
     **Steady precession:** with $\theta$ the tilt of the axis from the vertical, $\Omega$
     the precession rate and $\omega_3 = \Omega\cos\theta + \dot\varphi$,
@@ -256,7 +256,7 @@ def turntable_orbit(params) -> tuple[jax.Array, jax.Array, jax.Array]:
 
 
 # ----------------------------------------------------------------------------------------
-# Disk and link (seed 000 §7.10).
+# Disk and link (Loparo & Vakalis 2002, §7.10).
 
 
 def _frame(th):
@@ -274,8 +274,8 @@ def _perp(w, x):  # (w e_z) x x for a planar vector x
 
 
 def disk_and_link(**overrides) -> Model:
-    r"""A disk rolling without slipping on a link that moves in a vertical plane (seed 000
-    §7.10, Figure 7.5), modelled as two interconnected planar rigid bodies with the
+    r"""A disk rolling without slipping on a link that moves in a vertical plane (Loparo & Vakalis
+    2002 §7.10, Figure 7.5), modelled as two interconnected planar rigid bodies with the
     contact force as a reaction.
 
     **Modelling assumptions:** motion in the vertical $(x, y)$ plane, gravity $-g e_y$.
@@ -283,11 +283,11 @@ def disk_and_link(**overrides) -> Model:
     horizontal rail (holonomic $y_2 = 0$) and which turns about that centre against a
     torsional spring $k_\ell$ (so the motion stays bounded). The disk (radius $a$) stays
     in contact with the upper side of the link and rolls on it without slipping. The contact
-    parameters of the seed ($\varphi$ on the disk, $\tau_1$ on the link) are eliminated:
+    parameters of the paper ($\varphi$ on the disk, $\tau_1$ on the link) are eliminated:
     $\tau_1 = t\cdot(c - p)$. No friction beyond the rolling constraint.
 
     **Coordinates:** $q = (y_1, y_2, \theta_2, z_1, z_2, \theta)$: link centre $p$, link
-    angle, disk centre $c$, disk rotation angle (seed 000's names).
+    angle, disk centre $c$, disk rotation angle (Loparo & Vakalis's names).
 
     **Lagrangian:** $\tfrac12 m_\ell|\dot p|^2 + \tfrac12 J_\ell\dot\theta_2^2
     + \tfrac12 m_d|\dot c|^2 + \tfrac12 J_d\dot\theta^2 - m_\ell g y_2 - m_d g z_2

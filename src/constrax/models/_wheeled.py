@@ -17,7 +17,7 @@ def _stack(*xs):
 
 
 # ----------------------------------------------------------------------------------------
-# Snake cart (seed 003 §1.2).
+# Snake cart (Briggs 2016, §1.2).
 
 
 def _snake_lagrangian(t, q, qd, p):
@@ -42,7 +42,7 @@ def _snake_steering_torque(t, q, qd, p):
 
 
 def snake_cart(**overrides) -> Model:
-    r"""The snake cart of seed 003 §1.2: a body with two steered wheel assemblies whose
+    r"""The snake cart of Briggs 2016, §1.2: a body with two steered wheel assemblies whose
     steering angles are slaved to each other; its constraint distribution drops rank at
     $\phi = \pm\pi/2$.
 
@@ -56,15 +56,15 @@ def snake_cart(**overrides) -> Model:
     $L = \tfrac12(m_b + 2m_w)(\dot x^2 + \dot y^2)
     + \tfrac12\left(J_b + 2J_w + \tfrac12\ell^2 m_w\right)\dot\theta^2 + J_w\dot\phi^2.$
 
-    This agrees with the $\ddot x, \ddot y, \ddot\theta$ rows of the seed's equations of
-    motion (1.2.3). The seed's printed $L$ has $\ell^2 m_w$ (not
+    This agrees with the $\ddot x, \ddot y, \ddot\theta$ rows of the published equations of
+    motion (1.2.3). The printed $L$ has $\ell^2 m_w$ (not
     $\tfrac14\ell^2 m_w$) in the $\dot\theta^2$ coefficient, inconsistent with its own
     (1.2.3), and its $\ddot\phi$ row drops the factor $2J_w$; we use the $T$ above
     (from $\tfrac12 J_w(\dot\theta+\dot\phi)^2 + \tfrac12 J_w(\dot\theta-\dot\phi)^2$
     and $2\cdot\tfrac12 m_w(\ell/2)^2\dot\theta^2$), whose $\ddot\phi$ row reads
     $2J_w\ddot\phi = \tau(t)$.
 
-    **Constraints:** no side slip of either wheel, seed 003 eq. (1.2.1), as one
+    **Constraints:** no side slip of either wheel, Briggs 2016, eq. (1.2.1), as one
     `cx.Pfaffian` named `"wheels"` with two rows:
 
     $\tfrac{\ell}{2}\cos\phi\,\dot\theta + \cos(\theta+\phi)\,\dot y

@@ -1,10 +1,11 @@
 r"""`constrax.rigid`: rigid-body kinematics (SO(3)/SE(3)), `RigidBody` kinetic energy,
 constraint builders (interconnections, primary velocity constraints, rolling contacts,
-knife edges), degeneracy analysis (seed 003 §2.3, §3, §4) and friction forces (seed 000).
+knife edges), degeneracy analysis (Briggs 2016, §2.3, §3, §4) and friction forces (Loparo & Vakalis
+2002).
 
 Orientation coordinates: `RotationMatrix` (9 entries + 6 orthonormality rows: the
-gyroscopic affine body of seed 002), `Quaternion` (4 entries + norm row, the default) or
-`EulerZXZ` (3 angles, singular at $\theta\in\{0,\pi\}$).
+gyroscopic affine body of Sławianowski et al. 2013), `Quaternion` (4 entries + norm row, the
+default) or `EulerZXZ` (3 angles, singular at $\theta\in\{0,\pi\}$).
 
 For writing contact geometry of one's own: `safe_reciprocal`, `safe_rsqrt`, `safe_sqrt`
 are zero (with zero derivatives) where the plain function is singular, and their

@@ -1,10 +1,10 @@
 r"""`RigidBody`: mass, inertia and where its coordinates sit in $q$; kinetic energy and
-rigid-motion kinematics (seed 003 §2.3).
+rigid-motion kinematics (Briggs 2016, §2.3).
 
 A body's coordinates are the block `q[offset : offset + 3 + k]`: the position $r$ of the
 centre of mass, then $k$ orientation coordinates (`RotationMatrix`, `Quaternion` or
 `EulerZXZ`). A material point with body-frame position $X$ (relative to the centre of
-mass) is at $x = r + R X$ (seed 003 eq. 2.3.2), moving at $\dot r + \omega\times R X$.
+mass) is at $x = r + R X$ (Briggs 2016, eq. 2.3.2), moving at $\dot r + \omega\times R X$.
 Every method takes the *whole* system state `(q, qd)`, so several bodies compose into one
 Lagrangian in a few lines:
 
@@ -90,7 +90,7 @@ class RigidBody(eqx.Module):
     r"""A rigid body: mass $m$, body-frame inertia $I$ about the centre of mass, and the
     layout of its coordinates in $q$.
 
-    Kinetic energy (seed 003 §2.3, Definition 2.21):
+    Kinetic energy (Briggs 2016, §2.3, Definition 2.21):
     $T = \tfrac12 m|\dot r|^2 + \tfrac12\Omega^\top I\Omega$, $\Omega = (R^\top\dot R)^\vee$
     (for `RotationMatrix` the equal affine form $\tfrac12\operatorname{tr}(\dot RJ\dot R^\top)$).
 
@@ -208,19 +208,19 @@ class RigidBody(eqx.Module):
         return self.split(qd)[0]
 
     def angular_velocity(self, q, qd) -> Float[Array, " 3"]:
-        r"""Spatial angular velocity $\omega = (\dot RR^\top)^\vee$ (seed 003 Def. 2.21 (i))."""
+        r"""Spatial angular velocity $\omega = (\dot RR^\top)^\vee$ (Briggs 2016, Def. 2.21 (i))."""
         return self.orientation.spatial_angular_velocity(self.split(q)[1], self.split(qd)[1])
 
     def body_angular_velocity(self, q, qd) -> Float[Array, " 3"]:
-        r"""Body angular velocity $\Omega = (R^\top\dot R)^\vee$ (seed 003 Def. 2.21 (ii))."""
+        r"""Body angular velocity $\Omega = (R^\top\dot R)^\vee$ (Briggs 2016, Def. 2.21 (ii))."""
         return self.orientation.body_angular_velocity(self.split(q)[1], self.split(qd)[1])
 
     def spatial_translational_velocity(self, q, qd) -> Float[Array, " 3"]:
-        r"""$v = \dot r + r\times\omega$ (seed 003 Def. 2.21 (iii))."""
+        r"""$v = \dot r + r\times\omega$ (Briggs 2016, Def. 2.21 (iii))."""
         return self.velocity(q, qd) + jnp.cross(self.position(q), self.angular_velocity(q, qd))
 
     def body_translational_velocity(self, q, qd) -> Float[Array, " 3"]:
-        r"""$V = R^\top\dot r$ (seed 003 Def. 2.21 (iv))."""
+        r"""$V = R^\top\dot r$ (Briggs 2016, Def. 2.21 (iv))."""
         return self.rotation(q).T @ self.velocity(q, qd)
 
     def point(self, q, X: Float[ArrayLike, " 3"]) -> Float[Array, " 3"]:

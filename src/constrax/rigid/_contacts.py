@@ -1,19 +1,19 @@
 r"""Constraint builders for rigid bodies; each returns ordinary core constraints.
 
 * `interconnection`: two body points share a spatial point, $\Phi_1(X_1) = \Phi_2(X_2)$
-  (seed 003 §3.1, eq. 3.1.2): `cx.Holonomic`, 3 rows.
+  (Briggs 2016, §3.1, eq. 3.1.2): `cx.Holonomic`, 3 rows.
 * `angular_velocity_constraint`: primary angular velocity constraint $g(\omega, \mu) = 0$
-  (seed 003 Definition 4.2): `cx.Pfaffian`, 1 row.
+  (Briggs 2016, Definition 4.2): `cx.Pfaffian`, 1 row.
 * `translational_velocity_constraint`: primary translational velocity constraint
   $g(v_j - v_s, u) = 0$ on the velocity $v_j = \dot r + \omega\times\Delta$ of a body point
-  (seed 003 Definition 4.3, map 4.2.2), with an optional support velocity $v_s$ (moving
+  (Briggs 2016, Definition 4.3, map 4.2.2), with an optional support velocity $v_s$ (moving
   surfaces): `cx.Pfaffian`, 1 row. Axis and direction may depend on the configuration.
 * `plane_contact` / `rolling_contact`: a `Sphere` or `Disk` touching a `Plane` (holonomic
   height of the lowest point) and rolling on it without slipping (two tangential rows of
   $v_\text{contact} - v_\text{plane} = 0$; the plane may move in itself: rheonomic).
 * `knife_edge`: no velocity of a blade point along the blade's lateral body axis.
 
-Friction is *not* a constraint: see `cx.rigid` friction forces (seed 000).
+Friction is *not* a constraint: see `cx.rigid` friction forces (Loparo & Vakalis 2002).
 """
 
 from collections.abc import Callable, Sequence
@@ -88,7 +88,7 @@ def interconnection(
     r"""Interconnect material point `point1` of `body1` with `point2` of `body2` (or with the
     fixed spatial point `point2` when `body2` is `None`): $r_1 + R_1X_1 - r_2 - R_2X_2 = 0$.
 
-    Seed 003 §3.1 (the physical configuration space $\Phi_1(X_1) = \Phi_2(X_2)$; its velocity
+    Briggs 2016, §3.1 (the physical configuration space $\Phi_1(X_1) = \Phi_2(X_2)$; its velocity
     form is the map $\iota$ of eq. 3.1.2). A ball joint; two interconnections make a hinge.
 
     **Arguments:** body-frame points `(3,)` relative to each centre of mass; `point2` is in
@@ -120,7 +120,7 @@ def angular_velocity_constraint(
     frame: str = "spatial",
     name: str | None = None,
 ) -> Pfaffian:
-    r"""Primary angular velocity constraint $g(\omega, \mu) = 0$ (seed 003 Definition 4.2).
+    r"""Primary angular velocity constraint $g(\omega, \mu) = 0$ (Briggs 2016, Definition 4.2).
 
     **Arguments:**
 
@@ -157,13 +157,13 @@ def translational_velocity_constraint(
     name: str | None = None,
 ) -> Pfaffian:
     r"""Primary translational velocity constraint $g(v + \omega\times\Delta - v_s, u) = 0$
-    (seed 003 Definition 4.3 and map 4.2.2).
+    (Briggs 2016, Definition 4.3 and map 4.2.2).
 
     $v + \omega\times\Delta$ is the velocity of the material point at offset $\Delta$ from the
     centre of mass, $u$ the constrained direction, $v_s(t, x, p)$ an optional velocity of
     the support at that point (a moving surface: the constraint is then affine and
     rheonomic). With $\Delta_j$ measured from the constrained point to the reference point
-    as in seed 003 §4.2 the row in twist coordinates $(\omega, v)$ is
+    as in Briggs 2016, §4.2 the row in twist coordinates $(\omega, v)$ is
     $(u\times\Delta_j, u)$ (Theorem 4.5).
 
     **Arguments:**
@@ -210,7 +210,7 @@ def knife_edge(
 ) -> Pfaffian:
     r"""Planar knife edge: the blade point `point` (body frame) has no velocity along the
     blade's lateral body axis, $g(\dot r + \omega\times RX, R\,n_B) = 0$ (a primary
-    translational velocity constraint, seed 003 Definition 4.3). For a body moving in a
+    translational velocity constraint, Briggs 2016, Definition 4.3). For a body moving in a
     horizontal plane with heading $\theta$ and $n_B = e_y$ this is the Chaplygin sleigh's
     $-\sin\theta\,\dot x_P + \cos\theta\,\dot y_P = 0$.
 
@@ -380,7 +380,7 @@ def no_slip(
 ) -> Pfaffian:
     r"""No slip in the tangent plane: $t_i\cdot(\dot r + \omega\times\Delta - v_s(t, r + \Delta))
     = 0$, $i = 1, 2$ — two primary translational velocity constraints at the contact point
-    (seed 003 Definition 4.3). Rheonomic and affine when the plane moves.
+    (Briggs 2016, Definition 4.3). Rheonomic and affine when the plane moves.
 
     **Example:** `no_slip(ball, Sphere(0.1), rotating_plane(2.0))`.
     """
@@ -411,7 +411,9 @@ def rolling_contact(
     **Example:**
 
     ```python
-    cons = [ball.orientation_constraint(), *rolling_contact(ball, Sphere(0.1))]
+    ball = cx.rigid.RigidBody(1.0, jnp.full(3, 0.004))        # radius 0.1, solid
+    L = lambda t, q, qd, p: ball.kinetic_energy(q, qd) - 9.81 * q[2]
+    cons = [ball.orientation_constraint(), *cx.rigid.rolling_contact(ball, cx.rigid.Sphere(0.1))]
     system = cx.System(L, cons)
     ```
     """

@@ -1,4 +1,4 @@
-r"""Degeneracy of primary velocity constraints on one rigid body (seed 003 §4.3–4.6).
+r"""Degeneracy of primary velocity constraints on one rigid body (Briggs 2016, §4.3–4.6).
 
 Twist coordinates $(\omega, v)\in V\oplus V$ of a reference point $x$ of the body. A
 primary angular constraint $g(\omega, \mu_j) = 0$ has the row $(\mu_j, 0)$, a primary
@@ -34,7 +34,7 @@ def _rows3(x, name) -> Array:
 
 
 def angular_rows(axes: Float[ArrayLike, "n 3"]) -> Float[Array, "n 6"]:
-    r"""Rows $(\mu_j, 0)$ of primary angular velocity constraints (seed 003 Theorem 4.4)."""
+    r"""Rows $(\mu_j, 0)$ of primary angular velocity constraints (Briggs 2016, Theorem 4.4)."""
     mu = _rows3(axes, "axes")
     return jnp.concatenate([mu, jnp.zeros_like(mu)], 1)
 
@@ -44,7 +44,7 @@ def translational_rows(
 ) -> Float[Array, "m 6"]:
     r"""Rows $(u_j\times\Delta_j, u_j)$ of primary translational velocity constraints, with
     $\Delta_j = x - x_j$ from the constrained point $x_j$ to the reference point $x$
-    (seed 003 Theorem 4.5)."""
+    (Briggs 2016, Theorem 4.5)."""
     u = _rows3(directions, "directions")
     d = _rows3(offsets, "offsets")
     if d.shape != u.shape:
@@ -82,7 +82,7 @@ def primary_constraint_analysis(
     rtol: float | None = None,
 ) -> PrimaryConstraintAnalysis:
     r"""Dimension of allowable velocities and degeneracy of primary velocity constraints on
-    one body (seed 003 Theorems 4.4–4.6).
+    one body (Briggs 2016, Theorems 4.4–4.6).
 
     **Arguments:**
 
@@ -150,7 +150,7 @@ def twist_rows(
 
     For a `translational_velocity_constraint` at offset $\Delta$ from the centre along $u$
     this is $(u\times\Delta_j, u)$ with $\Delta_j = -\Delta$, for an
-    `angular_velocity_constraint` $(\mu, 0)$ (seed 003 Theorems 4.4–4.6); feed them to
+    `angular_velocity_constraint` $(\mu, 0)$ (Briggs 2016, Theorems 4.4–4.6); feed them to
     `twist_analysis`. The body's own orientation rows are projected out by construction
     (the tangent velocities used satisfy them).
 

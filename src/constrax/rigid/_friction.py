@@ -1,7 +1,7 @@
-r"""Friction on rigid bodies as generalized forces — never as constraints (seed 000 §7).
+r"""Friction on rigid bodies as generalized forces — never as constraints.
 
-Seed 000: the reactions of ideal constraints do no work and vanish on the constrained
-submanifold, while friction "in the direction of the common tangent plane" stays in the
+Loparo & Vakalis 2002, §7.9: the reactions of ideal constraints do no work and vanish on the
+constrained submanifold, while friction "in the direction of the common tangent plane" stays in the
 reduced dynamics and must be modelled as a measurable force. Each builder returns a
 generalized force `Q(t, q, qd, p) -> (n,)` for `cx.System(force=...)`, obtained from a
 spatial force $F$ at a body point and/or a torque $\tau$ by the principle of virtual power,

@@ -3,7 +3,7 @@ r"""Orientation coordinates of a rigid body: which numbers in $q$ describe $R\in
 * `RotationMatrix`: the 9 entries of $R$ (row-major) with the 6 orthonormality rows
   $R^\top R - I = 0$ as holonomic constraints. The kinetic energy is the affine-body form
   $\tfrac12\operatorname{tr}(\dot R J\dot R^\top)$, $J = \tfrac12\operatorname{tr}(I)\mathbb 1 - I$
-  (seed 002 "Affine motion and affine bodies", "Gyroscopic constraints"): the rigid body is
+  (Sławianowski et al. 2013): the rigid body is
   the gyroscopic affine body, with a constant mass matrix. Global, no singularity.
 * `Quaternion`: a quaternion $(w, x, y, z)$ with the norm row $|q|^2 - 1 = 0$; $R$ is
   built from $q/|q|$. Global (double cover), 4 numbers, one constraint row.
@@ -11,7 +11,7 @@ r"""Orientation coordinates of a rigid body: which numbers in $q$ describe $R\in
   (gimbal lock) at $\theta\in\{0, \pi\}$, where the mass matrix loses rank.
 
 Angular velocities are derived generically from $R(x)$ by one `jax.jvp`:
-$\omega = (\dot R R^\top)^\vee$, $\Omega = (R^\top\dot R)^\vee$ (seed 003 Definition 2.21).
+$\omega = (\dot R R^\top)^\vee$, $\Omega = (R^\top\dot R)^\vee$ (Briggs 2016, Definition 2.21).
 """
 
 import abc
@@ -91,11 +91,11 @@ class AbstractOrientation(eqx.Module):
         return jax.jvp(self.rotation, (x,), (xd,))
 
     def spatial_angular_velocity(self, x, xd) -> Float[Array, " 3"]:
-        r"""$\omega = (\dot R R^\top)^\vee$ (seed 003 Definition 2.21 (i))."""
+        r"""$\omega = (\dot R R^\top)^\vee$ (Briggs 2016, Definition 2.21 (i))."""
         return spatial_angular_velocity(*self.rotation_and_rate(x, xd))
 
     def body_angular_velocity(self, x, xd) -> Float[Array, " 3"]:
-        r"""$\Omega = (R^\top\dot R)^\vee$ (seed 003 Definition 2.21 (ii))."""
+        r"""$\Omega = (R^\top\dot R)^\vee$ (Briggs 2016, Definition 2.21 (ii))."""
         return body_angular_velocity(*self.rotation_and_rate(x, xd))
 
     def rotational_kinetic_energy(self, x, xd, inertia: Float[Array, "3 3"]) -> Float[Array, ""]:
@@ -129,7 +129,7 @@ class AbstractOrientation(eqx.Module):
 
 class RotationMatrix(AbstractOrientation):
     r"""The 9 entries of $R$ (row-major), constrained by the 6 rows of
-    $R^\top R - I = 0$ (upper triangle): the gyroscopic affine body of seed 002.
+    $R^\top R - I = 0$ (upper triangle): the gyroscopic affine body of Sławianowski et al. 2013.
 
     Kinetic energy $\tfrac12\operatorname{tr}(\dot R J\dot R^\top)$ with
     $J = \tfrac12\operatorname{tr}(I)\,\mathbb 1 - I$, the second moment of the mass

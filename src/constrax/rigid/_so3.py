@@ -1,6 +1,6 @@
 r"""SO(3)/SE(3) kinematics: hat/vee, unit quaternions, Euler angles, rigid-body velocities.
 
-Seed 003 §2.3 (rigid transformations $\Phi(X) = x_0 + r + R(X - X_0)$, Definition 2.9 the
+Briggs 2016, §2.3 (rigid transformations $\Phi(X) = x_0 + r + R(X - X_0)$, Definition 2.9 the
 hat map, Definition 2.21 rigid body velocities). Everything is a pure function of arrays;
 the singular points (zero rotation angle, gimbal lock of Euler angles, a vanishing
 quaternion) are handled with safe primitives so that gradients stay finite there.
@@ -30,7 +30,7 @@ def _as33(x, name: str) -> Array:
 
 
 def hat(w: Float[ArrayLike, "*batch 3"]) -> Float[Array, "*batch 3 3"]:
-    r"""The hat map $\hat w v = w\times v$ (seed 003 Definition 2.9).
+    r"""The hat map $\hat w v = w\times v$ (Briggs 2016, Definition 2.9).
 
     **Arguments:** `w`: a 3-vector (batched over leading axes).
 
@@ -49,7 +49,7 @@ def hat(w: Float[ArrayLike, "*batch 3"]) -> Float[Array, "*batch 3 3"]:
 def vee(M: Float[ArrayLike, "*batch 3 3"]) -> Float[Array, "*batch 3"]:
     r"""The inverse of `hat` applied to the skew part of `M`: $(\tfrac12(M - M^\top))^\vee$.
 
-    Seed 003 Definition 2.9 ($\check{\cdot}$). Taking the skew part first makes
+    Briggs 2016, Definition 2.9 ($\check{\cdot}$). Taking the skew part first makes
     $\operatorname{vee}(\dot R R^\top)$ the angular velocity even when $R$ has drifted off
     $SO(3)$ by a little.
 
@@ -320,7 +320,7 @@ def orthonormality_residual(R: Float[ArrayLike, "*batch 3 3"]) -> Float[Array, "
 
 
 def spatial_angular_velocity(R: Float[ArrayLike, "3 3"], Rdot: Float[ArrayLike, "3 3"]):
-    r"""Spatial angular velocity $\omega = (\dot R R^\top)^\vee$ (seed 003 Definition 2.21 (i)).
+    r"""Spatial angular velocity $\omega = (\dot R R^\top)^\vee$ (Briggs 2016, Definition 2.21 (i)).
 
     **Example:** with `Rdot = hat(w) @ R`, `spatial_angular_velocity(R, Rdot)` is `w`.
     """
@@ -329,7 +329,7 @@ def spatial_angular_velocity(R: Float[ArrayLike, "3 3"], Rdot: Float[ArrayLike, 
 
 
 def body_angular_velocity(R: Float[ArrayLike, "3 3"], Rdot: Float[ArrayLike, "3 3"]):
-    r"""Body angular velocity $\Omega = (R^\top\dot R)^\vee = R^\top\omega$ (seed 003
+    r"""Body angular velocity $\Omega = (R^\top\dot R)^\vee = R^\top\omega$ (Briggs 2016,
     Definition 2.21 (ii)).
 
     **Example:** with `Rdot = R @ hat(W)`, `body_angular_velocity(R, Rdot)` is `W`.
@@ -339,7 +339,7 @@ def body_angular_velocity(R: Float[ArrayLike, "3 3"], Rdot: Float[ArrayLike, "3 
 
 
 def spatial_translational_velocity(r, rdot, omega) -> Float[Array, " 3"]:
-    r"""Spatial translational velocity $v = \dot r + r\times\omega$ (seed 003 Definition
+    r"""Spatial translational velocity $v = \dot r + r\times\omega$ (Briggs 2016, Definition
     2.21 (iii)): the velocity of the body point passing through the spatial origin.
 
     **Example:** a body spinning about the origin (`rdot = omega x r`) has `v = 0`.
@@ -349,7 +349,7 @@ def spatial_translational_velocity(r, rdot, omega) -> Float[Array, " 3"]:
 
 
 def body_translational_velocity(R, rdot) -> Float[Array, " 3"]:
-    r"""Body translational velocity $V = R^\top\dot r$ (seed 003 Definition 2.21 (iv)).
+    r"""Body translational velocity $V = R^\top\dot r$ (Briggs 2016, Definition 2.21 (iv)).
 
     **Example:** `body_translational_velocity(jnp.eye(3), v)` is `v`.
     """

@@ -1,0 +1,423 @@
+"""The documentation site: every public symbol has an API entry and a docstring, the site
+builds with `mkdocs build --strict`, its pages typeset their mathematics in a browser, and
+the examples in the docstrings run.
+
+The build and browser tests skip cleanly when mkdocs (the `.[docs]` extra) or Chromium is
+not installed.
+"""
+
+import importlib
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import types
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+NAMESPACES = ("constrax", "constrax.rigid", "constrax.affine", "constrax.models", "constrax.fit")
+
+
+# ---------------------------------------------------------------------------------------
+# Coverage: every public symbol has a `::: name` entry and a docstring of its own.
+# ---------------------------------------------------------------------------------------
+
+
+def public_names(module: types.ModuleType) -> list[str]:
+    """The public symbols of `module`: its `__all__`, else its re-exports (every
+    non-underscore attribute that is not a module)."""
+    names = getattr(module, "__all__", None)
+    if names is None:
+        names = [
+            n
+            for n, obj in vars(module).items()
+            if not n.startswith("_") and not isinstance(obj, types.ModuleType)
+        ]
+    return sorted(names)
+
+
+def _has_own_docstring(name: str, obj) -> bool:
+    doc = getattr(obj, "__doc__", None)
+    if not doc or not doc.strip():
+        return False
+    if isinstance(obj, type):
+        if "__doc__" not in vars(obj) or vars(obj)["__doc__"] is None:
+            return False
+        # dataclasses (and so equinox Modules) write `Name(field, ...)` when there is none.
+        if doc.startswith(f"{name}("):
+            return False
+    return True
+
+
+def api_entries(docs_dir: pathlib.Path = DOCS) -> set[str]:
+    """Every `::: dotted.name` directive in the Markdown sources under `docs_dir`."""
+    entries = set()
+    for page in docs_dir.rglob("*.md"):
+        entries.update(re.findall(r"^:::\s+([\w.]+)", page.read_text(), flags=re.M))
+    return entries
+
+
+def coverage_problems(modules, entries: set[str]) -> list[str]:
+    """One message per public symbol of `modules` that has no API entry or no docstring,
+    each naming the symbol as users write it (`constrax.rigid.hat`)."""
+    problems = []
+    for module in modules:
+        for name in public_names(module):
+            qualified = f"{module.__name__}.{name}"
+            obj = getattr(module, name)
+            if qualified not in entries:
+                problems.append(f"{qualified}: no API entry (`::: {qualified}` in docs/api/)")
+            if not _has_own_docstring(name, obj):
+                problems.append(f"{qualified}: no docstring")
+    return problems
+
+
+def test_every_public_symbol_has_an_api_entry_and_a_docstring():
+    modules = [importlib.import_module(m) for m in NAMESPACES]
+    problems = coverage_problems(modules, api_entries())
+    assert not problems, "undocumented public symbols:\n" + "\n".join(problems)
+
+
+def test_api_entries_name_only_public_symbols():
+    """A `::: name` for something that is not (or no longer) public is a stale entry."""
+    public = set()
+    for m in NAMESPACES:
+        public.update(f"{m}.{n}" for n in public_names(importlib.import_module(m)))
+    stale = sorted(e for e in api_entries() if e not in public)
+    assert not stale, f"API entries for non-public symbols: {stale}"
+
+
+def test_coverage_checker_names_the_undocumented_symbol():
+    fake = types.ModuleType("fakepkg")
+
+    def documented():
+        """Has a docstring."""
+
+    def undocumented():
+        pass
+
+    class Bare:
+        pass
+
+    fake.documented, fake.undocumented, fake.Bare = documented, undocumented, Bare
+    fake._private = undocumented
+    problems = coverage_problems([fake], {"fakepkg.documented", "fakepkg.undocumented"})
+    assert problems == [
+        "fakepkg.Bare: no API entry (`::: fakepkg.Bare` in docs/api/)",
+        "fakepkg.Bare: no docstring",
+        "fakepkg.undocumented: no docstring",
+    ]
+    fake.__all__ = ["documented"]
+    assert coverage_problems([fake], {"fakepkg.documented"}) == []
+
+
+def test_no_page_or_docstring_cites_internal_notes():
+    """Users have the docs and the published literature, not the project's internal notes
+    (README, docs pages, docstrings and comments, and the notebooks the site renders)."""
+    pattern = re.compile(r"DESIGN\.md|seed [0-9]{3}|seeds/|shared/|\bthe seed\b", re.I)
+    offenders = []
+    files = [ROOT / "README.md", *DOCS.rglob("*.md"), *(ROOT / "src").rglob("*.py")]
+    files += sorted((ROOT / "notebooks").glob("*.ipynb"))  # rendered as the tutorials
+    for path in files:
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if pattern.search(line):
+                offenders.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
+    assert not offenders, "\n".join(offenders)
+
+
+# ---------------------------------------------------------------------------------------
+# The site builds strictly.
+# ---------------------------------------------------------------------------------------
+
+
+def _mkdocs_build(config: pathlib.Path, site: pathlib.Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
+        cwd=config.parent,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory):
+    pytest.importorskip("mkdocs")
+    pytest.importorskip("mkdocstrings_handlers.python")
+    pytest.importorskip("mkdocs_jupyter")
+    site = tmp_path_factory.mktemp("site")
+    result = _mkdocs_build(ROOT / "mkdocs.yml", site)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return site
+
+
+def test_site_builds_strictly_with_every_api_page(built_site):
+    assert (built_site / "index.html").exists()
+    page = (built_site / "api" / "system" / "index.html").read_text()
+    assert 'id="constrax.Holonomic"' in page
+    # Signatures show the short aliases of the jaxtyping types.
+    assert "HolonomicFn" in page and "jaxlib" not in page
+    assert (built_site / "notebooks" / "01_first_system" / "index.html").exists()
+    assert (built_site / "experiments" / "figures" / "dalembert_vs_vakonomic.png").exists()
+    for f in (built_site / "_static").rglob("*"):
+        assert f.stat().st_size < 2 * 2**20, f
+
+
+@pytest.mark.parametrize(
+    "page, culprit",
+    [
+        ("# Bad\n\n::: constrax.no_such_symbol\n", "constrax.no_such_symbol"),
+        ("# Bad\n\nSee [a page](no_such_page.md).\n", "no_such_page.md"),
+        ("# Bad\n\nSee [the solver](index.md#no-such-heading).\n", "no-such-heading"),
+    ],
+    ids=["missing-symbol", "broken-link", "broken-anchor"],
+)
+def test_strict_build_fails_naming_what_is_broken(tmp_path, page, culprit):
+    """The settings the site uses (strict, link and anchor validation, mkdocstrings) turn a
+    missing API symbol or a broken cross-reference into a failed build that names it."""
+    pytest.importorskip("mkdocs")
+    pytest.importorskip("mkdocstrings_handlers.python")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "index.md").write_text(page)
+    config = tmp_path / "mkdocs.yml"
+    config.write_text(
+        textwrap.dedent(f"""\
+            site_name: bad
+            strict: true
+            validation:
+              anchors: warn
+            markdown_extensions:
+              - toc
+            plugins:
+              - mkdocstrings:
+                  handlers:
+                    python:
+                      paths: [{ROOT / "src"}]
+            """)
+    )
+    result = _mkdocs_build(config, tmp_path / "site")
+    out = result.stdout + result.stderr
+    assert result.returncode != 0, out
+    assert culprit in out, out
+
+
+# ---------------------------------------------------------------------------------------
+# The math is typeset in a browser, with no network.
+# ---------------------------------------------------------------------------------------
+
+
+def _chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def _dump_dom(browser: str, url: str, profile: pathlib.Path) -> str:
+    args = [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        "--virtual-time-budget=10000",
+        "--dump-dom",
+        url,
+    ]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def served_site(built_site):
+    """The built site over HTTP on the loopback interface (as `mkdocs serve` would), for the
+    length of this module's tests."""
+    import functools
+    import http.server
+    import threading
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(built_site))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _assert_math_typeset(dom: str, page: str, minimum: int = 5):
+    n_katex = dom.count('class="katex"')
+    assert n_katex >= minimum, f"{page}: math not typeset ({n_katex} KaTeX elements)"
+    assert 'class="katex-error"' not in dom, f"{page}: KaTeX reported an error"
+    # Every arithmatex span was rendered: no raw \( ... \) left in the visible text.
+    text = re.sub(r"<annotation[^>]*>.*?</annotation>", "", dom, flags=re.S)
+    text = re.sub(r"<(script|style)[^>]*>.*?</\1>", "", text, flags=re.S)
+    text = re.sub(r"<[^>]+>", "", text)
+    assert "\\(" not in text and "\\[" not in text, f"{page}: raw math delimiters remain"
+
+
+@pytest.mark.parametrize("page", ["", "concepts/prescriptions/", "api/system/"])
+def test_pages_typeset_their_math_in_headless_chromium(served_site, page, tmp_path):
+    """The landing page, a concept page and an API page, served over HTTP. Needs Chromium
+    (Debian: `apt-get install -y chromium`); skipped without it."""
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("no chromium installed")
+    dom = _dump_dom(browser, f"{served_site}/{page}", tmp_path / "profile")
+    assert "constrax" in dom
+    _assert_math_typeset(dom, page or "index", minimum=1 if page == "" else 5)
+
+
+def test_site_opened_from_the_file_system_typesets_its_math(built_site, tmp_path):
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("no chromium installed")
+    page = built_site / "concepts" / "solve" / "index.html"
+    _assert_math_typeset(_dump_dom(browser, page.as_uri(), tmp_path / "profile"), "solve")
+
+
+# ---------------------------------------------------------------------------------------
+# The examples in the docstrings run.
+# ---------------------------------------------------------------------------------------
+
+# Examples that integrate, optimise or solve for accelerations compile large programs
+# (seconds to tens of seconds each on a 2-core CPU): they run with `-m slow`; the others
+# run in the default suite.
+_SLOW_EXAMPLE = re.compile(
+    r"simulate|rollout_batch|sharded_vmap|compare_prescriptions|fit\.solve|uncertainty"
+    r"|accelerations|is_integrable|distribution_fields|accessibility_rank|singular_config"
+    r"|consistent_initial_state|reaction_power|frobenius_residual|primary_constraint"
+)
+
+
+def _docstring_examples():
+    """`(id, namespace, code)` for every ```python block in a public docstring."""
+    out = []
+    for ns in NAMESPACES:
+        module = importlib.import_module(ns)
+        for name in public_names(module):
+            doc = getattr(module, name).__doc__ or ""
+            for k, block in enumerate(re.findall(r"```python\n(.*?)```", doc, flags=re.S)):
+                out.append((f"{ns}.{name}" + (f"[{k}]" if k else ""), ns, textwrap.dedent(block)))
+    return out
+
+
+def _example_namespace(ns: str, heavy: bool) -> dict:
+    """What an example may use without defining it: `cx`, `jax`, `jnp`, `np`, `diffrax`,
+    the public names of its own namespace (`hat` in a `cx.rigid` docstring), and a small
+    system — the Chaplygin sleigh of the README — as `system`, `q`/`q0`, `qd`/`qd0`, `p`,
+    `t`, `mu`; for the `cx.fit` examples also `optax`, `ts`, `ys` (its simulated positions),
+    `params`, `guess`, `problem`, and a knife edge steered by `p["u"]` for `knots0`."""
+    import diffrax
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import constrax as cx
+
+    env = {"cx": cx, "jax": jax, "jnp": jnp, "np": np, "diffrax": diffrax}
+    module = importlib.import_module(ns)
+    env.update({n: getattr(module, n) for n in public_names(module)})
+
+    def L(t, q, qd, p):
+        th = q[2]
+        vx = qd[0] - p["a"] * jnp.sin(th) * qd[2]
+        vy = qd[1] + p["a"] * jnp.cos(th) * qd[2]
+        return 0.5 * p["m"] * (vx**2 + vy**2) + 0.5 * p["I"] * qd[2] ** 2
+
+    def knife(t, q, p):
+        return jnp.array([-jnp.sin(q[2]), jnp.cos(q[2]), 0.0])
+
+    system = cx.System(L, [cx.Pfaffian(knife)])
+    p = {"m": jnp.array(1.0), "I": jnp.array(0.2), "a": jnp.array(0.5)}
+    q, qd = jnp.zeros(3), jnp.array([1.0, 0.0, 2.0])
+    env.update(system=system, L=L, p=p, q=q, qd=qd, q0=q, qd0=qd, t=0.0, mu=jnp.zeros(1))
+    if ns == "constrax.fit":
+        env.update(ts=jnp.linspace(0.0, 2.0, 21), ys=jnp.zeros((21, 3)))
+        env["optax"] = pytest.importorskip("optax")
+    if heavy and ns == "constrax.fit":
+        ts = jnp.linspace(0.0, 2.0, 21)
+        ys = cx.simulate(system, q, qd, p, t1=2.0, saveat=diffrax.SaveAt(ts=ts)).q
+        guess = {**p, "m": jnp.array(1.3), "I": jnp.array(0.3)}
+        obs = cx.fit.Observations(ts, ys, coordinates=(0, 1, 2), sigma=1e-3)
+        problem = cx.fit.IdentificationProblem(
+            system, obs, q, qd, p, free=lambda p: (p["m"], p["I"]), transforms=cx.fit.Positive()
+        )
+
+        def steered(t, q, qd, p):
+            u = p["u"](t)
+            return jnp.stack([u[0] * jnp.cos(q[2]), u[0] * jnp.sin(q[2]), u[1]])
+
+        def L_knife(t, q, qd, p):
+            return 0.5 * p["m"] * (qd[0] ** 2 + qd[1] ** 2) + 0.5 * p["I"] * qd[2] ** 2
+
+        env.update(ts=ts, ys=ys, params=p, guess=guess, problem=problem, obs=obs)
+        if "TrajectoryProblem" in env:
+            env["knots0"] = jnp.zeros((9, 2))
+            env["steered_system"] = cx.System(L_knife, [cx.Pfaffian(knife)], force=steered)
+    return env
+
+
+_EXAMPLES = _docstring_examples()
+
+
+@pytest.mark.parametrize(
+    "name, ns, code",
+    [
+        pytest.param(*e, id=e[0], marks=[pytest.mark.slow] if _SLOW_EXAMPLE.search(e[2]) else [])
+        for e in _EXAMPLES
+    ],
+)
+def test_docstring_example_runs(name, ns, code, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # examples that write files (checkpoints) write them here
+    env = _example_namespace(ns, heavy=bool(_SLOW_EXAMPLE.search(code)))
+    if name == "constrax.fit.TrajectoryProblem":
+        env["system"] = env["steered_system"]
+    exec(compile(code, f"<docstring of {name}>", "exec"), env)
+
+
+def test_every_top_level_function_has_a_runnable_example():
+    import constrax as cx
+
+    with_example = {name for name, _, _ in _EXAMPLES}
+    missing = [
+        f"constrax.{n}"
+        for n in public_names(cx)
+        if callable(getattr(cx, n))
+        and not isinstance(getattr(cx, n), type)
+        and f"constrax.{n}" not in with_example
+    ]
+    assert not missing, f"public functions without a ```python example: {missing}"
+
+
+_PAGES_WITH_CODE = sorted(
+    str(p.relative_to(DOCS))
+    for p in DOCS.rglob("*.md")
+    if "```python" in p.read_text() and not p.name.startswith("_")
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", _PAGES_WITH_CODE)
+def test_docs_page_snippets_run(page, tmp_path, monkeypatch):
+    """The ```python blocks of a page run in order, in one namespace, as a reader would."""
+    monkeypatch.chdir(tmp_path)
+    text = (DOCS / page).read_text()
+    env: dict = {}
+    for k, block in enumerate(re.findall(r"```python\n(.*?)```", text, flags=re.S)):
+        exec(compile(block, f"<docs/{page} block {k}>", "exec"), env)
