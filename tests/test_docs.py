@@ -20,7 +20,14 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-NAMESPACES = ("constrax", "constrax.rigid", "constrax.affine", "constrax.models", "constrax.fit")
+NAMESPACES = (
+    "constrax",
+    "constrax.rigid",
+    "constrax.affine",
+    "constrax.models",
+    "constrax.fit",
+    "constrax.interop",
+)
 
 
 # ---------------------------------------------------------------------------------------
