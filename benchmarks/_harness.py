@@ -20,6 +20,7 @@ import os
 import platform
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable
 from unittest import mock
@@ -76,8 +77,8 @@ def constrax_rollout(system: cx.System, q0, qd0, p, t1: float = T1, dt0: float =
 
 
 def final_state_loss(state) -> jax.Array:
-    """$\\sum$ of the squares of every entry of the final state (the gradient benchmarks'
-    loss: $|q(t_1)|^2 + |\\dot q(t_1)|^2\\,[+ |\\mu(t_1)|^2]$)."""
+    r"""$\sum$ of the squares of every entry of the final state (the gradient benchmarks'
+    loss: $|q(t_1)|^2 + |\dot q(t_1)|^2\,[+ |\mu(t_1)|^2]$)."""
     return sum(jnp.sum(x**2) for x in jax.tree_util.tree_leaves(state))
 
 
@@ -247,7 +248,7 @@ def vector_field_counts(fn: Callable, args, batch: int | None = None, **kw) -> d
 
 
 def _rename_primitives(counts: dict, measure: str) -> dict:
-    """`{"eval_primitives": ..., "vjp_primitives": ...}` -> `{"<measure>": ..., "<measure>_vjp": ...}`."""
+    """Rename `eval_primitives`, `vjp_primitives` to `<measure>`, `<measure>_vjp`."""
     return {measure: counts["eval_primitives"], f"{measure}_vjp": counts["vjp_primitives"]}
 
 
@@ -329,13 +330,35 @@ def compile_times(factories: dict[str, Callable[[], Callable]], args, repeats: i
     for _ in range(repeats):
         for name, factory in factories.items():
             compiled[name], t = compile_once(factory(), args)
-            t["trace_lower"] = tuple(a + b for a, b in zip(t["trace"], t["lower"]))
-            t["total"] = tuple(a + b for a, b in zip(t["trace_lower"], t["xla"]))
-            for stage, (wall, cpu) in t.items():
+            for stage, (wall, cpu) in with_sums(t).items():
                 samples[name][stage][0].append(wall)
                 samples[name][stage][1].append(cpu)
     stats = {n: {stage: _stats(*s) for stage, s in d.items()} for n, d in samples.items()}
     return compiled, stats
+
+
+def with_sums(t: dict) -> dict:
+    """Add `trace_lower` and `total` (wall, cpu) to the stages of `compile_once`."""
+    t["trace_lower"] = tuple(a + b for a, b in zip(t["trace"], t["lower"], strict=True))
+    t["total"] = tuple(a + b for a, b in zip(t["trace_lower"], t["xla"], strict=True))
+    return t
+
+
+_RUN_PY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run.py")
+
+
+def compile_times_fresh(case: str, kind: str, names, repeats: int) -> dict:
+    """Compile statistics like `compile_times`, each sample taken in a new Python process
+    (`run.py --compile-one case kind name`: import, warm-up compile, one cold compile)."""
+    samples = {name: collections.defaultdict(lambda: ([], [])) for name in names}
+    for _ in range(repeats):
+        for name in names:
+            cmd = [sys.executable, _RUN_PY, "--compile-one", case, kind, name]
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            for stage, (wall, cpu) in json.loads(proc.stdout.splitlines()[-1]).items():
+                samples[name][stage][0].append(wall)
+                samples[name][stage][1].append(cpu)
+    return {n: {stage: _stats(*s) for stage, s in d.items()} for n, d in samples.items()}
 
 
 def time_calls(compiled: dict[str, Callable], args, repeats: int):
@@ -381,13 +404,24 @@ def max_abs_diff(a, b) -> float:
     )
 
 
-def bench_pair(factories: dict[str, Callable[[], Callable]], args, repeats: int, compiles: int):
+def bench_pair(
+    factories: dict[str, Callable[[], Callable]],
+    args,
+    repeats: int,
+    compiles: int,
+    fresh: tuple[str, str] | None = None,
+):
     """Compile (cold, interleaved) and time (interleaved) constrax against hand-written.
+
+    With `fresh = (case, kind)` the compile times come from new processes
+    (`compile_times_fresh`) instead.
 
     **Returns:** `{"run": timings with ratios, "compile": compile stats with ratios,
     "max_abs_diff": |constrax - hand| of the outputs}`.
     """
-    compiled, ctimes = compile_times(factories, args, compiles)
+    compiled, ctimes = compile_times(factories, args, 1 if fresh else compiles)
+    if fresh:
+        ctimes = compile_times_fresh(*fresh, list(factories), compiles)
     timings, outputs = time_calls(compiled, args, repeats)
     add_ratios(timings)
     for stage in ("trace_lower", "xla", "total"):
@@ -412,8 +446,9 @@ def bench_rollout_case(case: RolloutCase, cfg: dict) -> dict:
          case.gradient_target),
     ):  # fmt: skip
         print(f"  {case.name} {kind}", flush=True)
-        factories = {k: (lambda k=k: make()[k]) for k in ("constrax", "hand")}
-        out[kind] = bench_pair(factories, args, reps, creps)
+        factories = {k: (lambda k=k, make=make: make()[k]) for k in ("constrax", "hand")}
+        fresh = (case.name, kind) if cfg.get("fresh_process") else None
+        out[kind] = bench_pair(factories, args, reps, creps, fresh)
         out[kind]["target"] = verdict(out[kind]["run"], target)
     out["jaxpr_counts"] = case_counts(case)
     return out
@@ -510,9 +545,9 @@ def model_case(name: str, title: str, build: Callable, hand_vf: Callable, **kw) 
         }
 
     accelerations = {
-        "constrax": lambda t, q, qd, p: cx.accelerations(
-            model.system, t, q, qd, p, constraint_solver=cx.KKT()
-        ).qdd,
+        "constrax": lambda t, q, qd, p: (
+            cx.accelerations(model.system, t, q, qd, p, constraint_solver=cx.KKT()).qdd
+        ),
         "hand": lambda t, q, qd, p: hand_vf(t, (q, qd), p)[1],
     }
     return RolloutCase(

@@ -25,7 +25,8 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
 from benchmarks import _harness as h  # noqa: E402
 from benchmarks.cases import GROUPS, OTHER_CASES, ROLLOUT_CASES  # noqa: E402
 
-DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "jaxpr_counts.json")
+_HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_OUT = os.path.join(_HERE, "results", "jaxpr_counts.json")
 
 
 def counts(name: str, primitives: bool = False) -> dict:
@@ -67,7 +68,8 @@ def main(argv=None) -> dict:
         t0 = time.perf_counter()
         res["cases"][name] = c = counts(name, primitives=args.by_primitive)
         line = "  ".join(
-            f"{k} {c['constrax'][k]} / {c['hand'][k]}" for k in ("vf", "vf_vjp", "acc", "acc_vjp")
+            f"{k} {c['constrax'][k]} / {c['hand'][k]}"
+            for k in ("vf", "vf_vjp", "acc", "acc_vjp")
             if k in c["constrax"]
         )
         print(f"{name:20s} {line}   ({time.perf_counter() - t0:.1f} s)", flush=True)

@@ -15,6 +15,7 @@ alone (seconds, no timing): `python benchmarks/jaxpr_counts.py`.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -92,12 +93,20 @@ def count_rows(counts: dict, titles: dict) -> list[list]:
     rows = []
     for name, c in counts.items():
         a, b = c["constrax"], c["hand"]
-        cell = lambda k: f"{a[k]} / {b[k]}" if k in a else "—"
-        rows.append([titles.get(name, name), *(cell(k) for k in ("vf", "vf_vjp", "acc", "acc_vjp"))])
+        cells = [f"{a[k]} / {b[k]}" if k in a else "—" for k in ("vf", "vf_vjp", "acc", "acc_vjp")]
+        rows.append([titles.get(name, name), *cells])
     return rows
 
 
 COUNT_HEADER = ["case", "vector field", "its VJP", "`accelerations(...).qdd`", "its VJP"]
+RUN_HEADER = (
+    "case | measure | constrax CPU | hand CPU | ratio CPU | constrax wall | hand wall "
+    "| ratio wall | target | met (CPU / wall)"
+).split(" | ")
+COMPILE_HEADER = (
+    "case | measure | constrax trace+lower | constrax XLA | hand trace+lower | hand XLA "
+    "| ratio trace+lower | ratio XLA | ratio total"
+).split(" | ")
 
 
 def markdown(res: dict) -> str:
@@ -140,11 +149,7 @@ def markdown(res: dict) -> str:
             "`jax.grad` of the sum of squares of the final state with respect to the "
             "parameters. CPU time is the one to trust on a busy machine.",
             "",
-            *h.md_table(
-                ["case", "measure", "constrax CPU", "hand CPU", "ratio CPU", "constrax wall",
-                 "hand wall", "ratio wall", "target", "met (CPU / wall)"],
-                run_rows,
-            ),  # fmt: skip
+            *h.md_table(RUN_HEADER, run_rows),
             "",
             "## Compile time",
             "",
@@ -154,11 +159,7 @@ def markdown(res: dict) -> str:
             f"{cfg['grad_compile_repeats']} for gradients; ratios constrax / hand, total in "
             "CPU (wall):",
             "",
-            *h.md_table(
-                ["case", "measure", "constrax trace+lower", "constrax XLA", "hand trace+lower",
-                 "hand XLA", "ratio trace+lower", "ratio XLA", "ratio total"],
-                comp_rows,
-            ),  # fmt: skip
+            *h.md_table(COMPILE_HEADER, comp_rows),
             "",
             "## Jaxpr equation counts",
             "",
@@ -185,12 +186,31 @@ def warm_up() -> None:
         h.compile_once(f, args)
 
 
+def compile_one(case: str, kind: str, contender: str) -> dict:
+    """One cold compile (after `warm_up`) of `ROLLOUT_CASES[case]`'s `kind` ("rollout" or
+    "gradient") for `contender`; prints `{stage: [wall, cpu]}` as one JSON line."""
+    c = ROLLOUT_CASES[case]
+    warm_up()
+    fn = (c.rollouts if kind == "rollout" else c.gradients)()[contender]
+    _, t = h.compile_once(fn, c.args())
+    t = h.with_sums(t)
+    print(json.dumps(t))
+    return t
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats and batch sizes")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     parser.add_argument("--only", nargs="*", default=None, help="case names or groups")
     parser.add_argument("--list", action="store_true", help="list the cases and groups")
+    parser.add_argument(
+        "--fresh-process",
+        action="store_true",
+        help="time each compile of the rollout cases in a new Python process",
+    )
+    parser.add_argument("--compile-one", nargs=3, metavar=("CASE", "KIND", "CONTENDER"),
+                        help=argparse.SUPPRESS)  # fmt: skip
     parser.add_argument(
         "--note",
         default="machine shared with other jobs compiling JAX code; wall times are noisy",
@@ -204,10 +224,12 @@ def main(argv=None) -> dict:
         for group, members in GROUPS.items():
             print(f"{group:20s} group: {' '.join(members)}")
         return {}
-    names = select(args.only)
     h.cold_compile_settings()
+    if args.compile_one:
+        return compile_one(*args.compile_one)
+    names = select(args.only)
     mode = "quick" if args.quick else "full"
-    cfg = CONFIGS[mode]
+    cfg = {**CONFIGS[mode], "fresh_process": args.fresh_process}
     start = time.perf_counter()
     res = {"mode": mode, "config": cfg, "note": args.note, "machine": h.machine_info()}
     res["cases"], res["section_wall_s"] = {}, {}

@@ -114,7 +114,13 @@ def test_cli_lists_cases_and_rejects_unknown(bench, capsys):
 def test_quick_run_writes_results(bench, tmp_path):
     """`run.py --quick --only particle_dalembert` runs end to end and writes its files."""
     _, run = bench
-    res = run.main(["--quick", "--only", "particle_dalembert", "--out", str(tmp_path)])
+    keys = ("jax_enable_compilation_cache", "jax_compilation_cache_dir")
+    saved_config = {k: getattr(jax.config, k) for k in keys}
+    try:  # run.main turns the persistent compilation cache off
+        res = run.main(["--quick", "--only", "particle_dalembert", "--out", str(tmp_path)])
+    finally:
+        for k, v in saved_config.items():
+            jax.config.update(k, v)
     saved = json.loads((tmp_path / "cpu.json").read_text())
     r = saved["cases"]["particle_dalembert"]
     assert r["rollout"]["max_abs_diff"] < 1e-10

@@ -9,9 +9,7 @@ from . import snake
 
 
 def rollouts(t1: float) -> dict:
-    return {
-        k: jax.vmap(f, in_axes=(0, 0, None)) for k, f in snake.CASE.rollouts(t1=t1).items()
-    }
+    return {k: jax.vmap(f, in_axes=(0, 0, None)) for k, f in snake.CASE.rollouts(t1=t1).items()}
 
 
 def bench(cfg: dict) -> dict:
@@ -50,6 +48,12 @@ def counts(batch: int = 16, primitives: bool = False) -> dict:
     return out
 
 
+_HEADER = (
+    "batch | steps | constrax steps/s (wall) | hand steps/s (wall) | constrax steps/CPU-s "
+    "| hand steps/CPU-s | time ratio CPU | time ratio wall | compile constrax / hand"
+).split(" | ")
+
+
 def markdown(res: dict, cfg: dict) -> list[str]:
     rows = []
     for batch, r in res["batches"].items():
@@ -70,10 +74,5 @@ def markdown(res: dict, cfg: dict) -> list[str]:
         "env-steps/s = batch × steps / time (minimum over repeats), per wall second and per "
         "CPU second; compile = trace + lower + XLA, CPU s, one cold compile:",
         "",
-        *h.md_table(
-            ["batch", "steps", "constrax steps/s (wall)", "hand steps/s (wall)",
-             "constrax steps/CPU-s", "hand steps/CPU-s", "time ratio CPU", "time ratio wall",
-             "compile constrax / hand"],
-            rows,
-        ),  # fmt: skip
+        *h.md_table(_HEADER, rows),
     ]

@@ -141,6 +141,12 @@ def counts(y=None, primitives: bool = False) -> dict:
     return out
 
 
+_HEADER = (
+    "contender | forward CPU | forward wall | gradient CPU | gradient wall | ratio CPU "
+    "| ratio wall | target | met (CPU / wall)"
+).split(" | ")
+
+
 def markdown(fi: dict, cfg: dict) -> list[str]:
     t = fi["timings"]
 
@@ -176,11 +182,7 @@ def markdown(fi: dict, cfg: dict) -> list[str]:
         f"{cfg['grad_repeats']} interleaved repeats, in ms; ratio = gradient / forward, of "
         f"the minima. `cx.fit` uses `{fi['problem_adjoint']}` here:",
         "",
-        *h.md_table(
-            ["contender", "forward CPU", "forward wall", "gradient CPU", "gradient wall",
-             "ratio CPU", "ratio wall", "target", "met (CPU / wall)"],
-            rows,
-        ),  # fmt: skip
+        *h.md_table(_HEADER, rows),
         "",
         "constrax / hand-written, CPU time: forward "
         f"{t['loss_constrax_over_hand_ratio_cpu_min']:.2f}, gradient "

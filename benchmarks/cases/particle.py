@@ -50,13 +50,14 @@ def _saddle(p, q, qd, force):
 
 
 def dalembert_hand_vf(t, y, p):
-    """$m\\ddot q = A^\\top\\lambda$, $A\\ddot q = \\dot x\\dot y$ (KKT solve)."""
+    r"""$m\ddot q = A^\top\lambda$, $A\ddot q = \dot x\dot y$ (KKT solve)."""
     q, qd = y
     return qd, _saddle(p, q, qd, jnp.zeros(3, q.dtype))[:3]
 
 
 def vakonomic_hand_vf(t, y, p):
-    """State $(q, \\dot q, \\mu)$; curl force $\\mu(-\\dot y, \\dot x, 0)$, $\\dot\\mu = \\lambda$."""
+    r"""State $(q, \dot q, \mu)$; curl force $\mu(-\dot y, \dot x, 0)$;
+    $\dot\mu = \lambda$."""
     q, qd, mu = y
     curl = mu[0] * jnp.stack([-qd[1], qd[0], jnp.zeros_like(qd[0])])
     sol = _saddle(p, q, qd, curl)
@@ -94,9 +95,9 @@ DALEMBERT = RolloutCase(
     rollouts=_rollouts(False),
     args=lambda: (*initial_state(), params()),
     accelerations={
-        "constrax": lambda t, q, qd, p: cx.accelerations(
-            _SYSTEM, t, q, qd, p, constraint_solver=cx.KKT()
-        ).qdd,
+        "constrax": lambda t, q, qd, p: (
+            cx.accelerations(_SYSTEM, t, q, qd, p, constraint_solver=cx.KKT()).qdd
+        ),
         "hand": lambda t, q, qd, p: dalembert_hand_vf(t, (q, qd), p)[1],
     },
     acc_args=lambda: (jnp.asarray(0.3), *initial_state(), params()),
@@ -108,9 +109,11 @@ VAKONOMIC = RolloutCase(
     rollouts=_rollouts(True),
     args=lambda: (*initial_state(), jnp.array([MU0]), params()),
     accelerations={
-        "constrax": lambda t, q, qd, mu, p: cx.accelerations(
-            _SYSTEM, t, q, qd, p, prescription=cx.Vakonomic(), mu=mu, constraint_solver=cx.KKT()
-        ).qdd,
+        "constrax": lambda t, q, qd, mu, p: (
+            cx.accelerations(
+                _SYSTEM, t, q, qd, p, prescription=cx.Vakonomic(), mu=mu, constraint_solver=cx.KKT()
+            ).qdd
+        ),
         "hand": lambda t, q, qd, mu, p: vakonomic_hand_vf(t, (q, qd, mu), p)[1],
     },
     acc_args=lambda: (jnp.asarray(0.3), *initial_state(), jnp.array([MU0]), params()),

@@ -20,15 +20,15 @@ def params() -> dict:
 
 
 def initial_state(phi0: float = 0.2, xdot0: float = 1.0):
-    """A consistent state: $\\theta = 0$, $\\dot y = 0$, $\\dot\\theta = 2\\tan\\phi\\,\\dot x/\\ell$;
-    $\\dot\\phi_0 = -\\tau/2J_w$ keeps $\\phi(t) = \\phi_0 - (\\tau/2J_w)\\sin t$ away from
-    the singular $\\pm\\pi/2$."""
+    r"""A consistent state: $\theta = 0$, $\dot y = 0$,
+    $\dot\theta = 2\tan\phi\,\dot x/\ell$; $\dot\phi_0 = -\tau/2J_w$ keeps
+    $\phi(t) = \phi_0 - (\tau/2J_w)\sin t$ away from the singular $\pm\pi/2$."""
     q0, qd0 = batch(1, phi0, xdot0)
     return q0[0], qd0[0]
 
 
 def batch(n: int, phi0: float = 0.2, xdot0: float = 1.0):
-    """`n` consistent initial states, $\\phi_0\\in[-0.3, 0.3]$, $\\dot x_0\\in[0.5, 1.5]$
+    r"""`n` consistent initial states, $\phi_0\in[-0.3, 0.3]$, $\dot x_0\in[0.5, 1.5]$
     (`n = 1`: the single-rollout state)."""
     phi = np.linspace(-0.3, 0.3, n) if n > 1 else np.array([phi0])
     xd = np.linspace(0.5, 1.5, n) if n > 1 else np.array([xdot0])
@@ -70,8 +70,8 @@ def system() -> cx.System:
 
 
 def hand_vf(t, y, p):
-    """Explicit diagonal $W$, $A(q)$ and $\\dot A\\dot q$, `jnp.linalg.solve` of the
-    $6\\times6$ saddle matrix."""
+    r"""Explicit diagonal $W$, $A(q)$ and $\dot A\dot q$, `jnp.linalg.solve` of the
+    $6\times6$ saddle matrix."""
     q, qd = y
     _, _, th, ph = q
     xd, yd, thd, phd = qd
@@ -115,9 +115,9 @@ CASE = RolloutCase(
     rollouts=rollouts,
     args=lambda: (*initial_state(), params()),
     accelerations={
-        "constrax": lambda t, q, qd, p: cx.accelerations(
-            _SYSTEM, t, q, qd, p, constraint_solver=cx.KKT()
-        ).qdd,
+        "constrax": lambda t, q, qd, p: (
+            cx.accelerations(_SYSTEM, t, q, qd, p, constraint_solver=cx.KKT()).qdd
+        ),
         "hand": lambda t, q, qd, p: hand_vf(t, (q, qd), p)[1],
     },
     acc_args=lambda: (jnp.asarray(0.3), *initial_state(), params()),
