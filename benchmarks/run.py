@@ -6,6 +6,7 @@ Usage (from the repository root; see `benchmarks/README.md`):
     python benchmarks/run.py --quick         # fewer repeats and batch sizes
     python benchmarks/run.py --only snake rigid --out /tmp/bench
     python benchmarks/run.py --list          # the cases and groups
+    python benchmarks/run.py --counts-only   # = python benchmarks/jaxpr_counts.py
 
 The cases live in `benchmarks/cases/<case>.py` (constrax and hand-written side by side),
 the timing, compile timing and jaxpr counting in `benchmarks/_harness.py`. Equation counts
@@ -205,6 +206,11 @@ def main(argv=None) -> dict:
     parser.add_argument("--only", nargs="*", default=None, help="case names or groups")
     parser.add_argument("--list", action="store_true", help="list the cases and groups")
     parser.add_argument(
+        "--counts-only",
+        action="store_true",
+        help="only the jaxpr equation counts (= benchmarks/jaxpr_counts.py)",
+    )
+    parser.add_argument(
         "--fresh-process",
         action="store_true",
         help="time each compile of the rollout cases in a new Python process",
@@ -224,6 +230,11 @@ def main(argv=None) -> dict:
         for group, members in GROUPS.items():
             print(f"{group:20s} group: {' '.join(members)}")
         return {}
+    if args.counts_only:
+        from benchmarks import jaxpr_counts
+
+        out = ["--out", os.path.join(args.out, "jaxpr_counts.json")]
+        return jaxpr_counts.main(out + (["--only", *args.only] if args.only else []))
     h.cold_compile_settings()
     if args.compile_one:
         return compile_one(*args.compile_one)
