@@ -417,7 +417,8 @@ def bench_pair(
     (`compile_times_fresh`) instead.
 
     **Returns:** `{"run": timings with ratios, "compile": compile stats with ratios,
-    "max_abs_diff": |constrax - hand| of the outputs}`.
+    "max_abs_diff": max |constrax - hand| of the outputs, "max_rel_diff": the same over
+    the largest |hand| entry}`.
     """
     compiled, ctimes = compile_times(factories, args, 1 if fresh else compiles)
     if fresh:
@@ -428,10 +429,13 @@ def bench_pair(
         for key in ("min_s", "cpu_min_s"):
             a, b = ctimes["constrax"][stage][key], ctimes["hand"][stage][key]
             ctimes.setdefault("ratios", {})[f"{stage}_{key[:-2]}"] = a / b
+    diff = max_abs_diff(outputs["constrax"], outputs["hand"])
+    scale = max(float(jnp.max(jnp.abs(x))) for x in jax.tree_util.tree_leaves(outputs["hand"]))
     return {
         "run": timings,
         "compile": ctimes,
-        "max_abs_diff": max_abs_diff(outputs["constrax"], outputs["hand"]),
+        "max_abs_diff": diff,
+        "max_rel_diff": diff / scale,  # relative to the largest entry of the hand output
     }
 
 
