@@ -1,13 +1,16 @@
-"""Smoke test of `benchmarks/run.py`: the hand-written JAX references are the same physics.
+"""Smoke tests of the benchmark suite (`benchmarks/`): the hand-written JAX references are
+the same physics as constrax, and the suite's command line works.
 
-The benchmark compares constrax with vector fields written out by hand (explicit mass
-matrix, constraint matrix, $\\dot A\\dot q$, the seed-002 curl formula for the vakonomic
-particle). A few integration steps of each pair must agree to 1e-10, otherwise the
+The benchmarks compare constrax with vector fields written out by hand (explicit mass
+matrix, constraint matrix, $\\dot A\\dot q$, the curl formula of the vakonomic particle,
+Lagrange's equations of the pendulum chain in joint angles). One evaluation of each must
+equal `cx.accelerations` and a few integration steps must agree to 1e-10, otherwise the
 timings would compare different problems.
 """
 
-import importlib.util
+import json
 import pathlib
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -17,73 +20,113 @@ import pytest
 import constrax as cx
 from constrax._system import stacked_residual
 
-_RUN = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "run.py"
+_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("constrax_benchmarks_run", _RUN)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    if str(_ROOT) not in sys.path:
+        sys.path.insert(0, str(_ROOT))
+    from benchmarks import cases, run
+
+    return cases, run
 
 
 @pytest.mark.parametrize(
-    "case", ["snake", pytest.param("particle_vakonomic", marks=pytest.mark.slow)]
+    "case",
+    [
+        "snake",
+        pytest.param("particle_vakonomic", marks=pytest.mark.slow),
+        pytest.param("rolling_disk", marks=pytest.mark.slow),
+        "turntable",
+        "chain_maximal",
+        "chain_minimal",
+    ],
 )
 def test_hand_written_reference_matches_constrax(bench, case):
-    ours, hand = bench.smoke(case, t1=0.05)  # 5 fixed Tsit5 steps
+    """A few fixed Tsit5 steps of constrax and of the hand-written field agree."""
+    c = bench[0].ROLLOUT_CASES[case]
+    ours, hand = c.smoke(t1=0.05)  # 5 fixed Tsit5 steps
     assert len(ours) == len(hand)
     for a, b in zip(ours, hand, strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-10)
     # The state moved: the comparison is not between two copies of the initial state.
-    q0 = bench.snake_initial_state()[0] if case == "snake" else bench.particle_initial_state()[0]
-    assert float(jnp.max(jnp.abs(ours[0] - q0))) > 1e-3
-
-
-@pytest.mark.parametrize("case", ["rolling_disk", "turntable"])
-def test_rigid_hand_written_accelerations_match_constrax(bench, case):
-    """One evaluation of each hand-written rigid vector field equals `cx.accelerations`
-    (KKT), on the constraint manifold and off it (|Q| != 1, inconsistent velocities)."""
-    model, vf = bench.rigid_model(case)
-    q, qd, p = model.q0, model.qd0, model.params
-
-    @jax.jit
-    def both(q, qd):
-        ours = cx.accelerations(model.system, 0.3, q, qd, p, constraint_solver=cx.KKT()).qdd
-        return ours, vf(0.3, (q, qd), p)[1]
-
-    for qq, qqd in ((q, qd), (1.01 * q + 0.003, qd + 0.05)):
-        ours, hand = both(qq, qqd)
-        assert float(jnp.max(jnp.abs(hand))) > 1.0
-        np.testing.assert_allclose(np.asarray(ours), np.asarray(hand), rtol=0, atol=1e-10)
+    assert float(jnp.max(jnp.abs(ours[0] - c.args()[0]))) > 1e-3
 
 
 @pytest.mark.parametrize(
-    "case", [pytest.param("rolling_disk", marks=pytest.mark.slow), "turntable"]
+    "case",
+    [
+        "snake",
+        "particle_dalembert",
+        "particle_vakonomic",
+        "rolling_disk",
+        "turntable",
+        "chain_maximal",
+        "chain_minimal",
+    ],
 )
-def test_rigid_hand_written_reference_matches_constrax(bench, case):
-    """The hand-written quaternion vector fields (explicit mass matrix, A(q), bias) of the
-    tilted rolling disk and the ball on a turntable are constrax's equations of motion."""
-    ours, hand = bench.smoke(case, t1=0.03)  # 3 fixed Tsit5 steps
-    assert len(ours) == len(hand) == 2
-    for a, b in zip(ours, hand, strict=True):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-10)
-    q0 = bench.rigid_args(case)[0]
-    assert float(jnp.max(jnp.abs(ours[0] - q0))) > 1e-3
+def test_hand_written_accelerations_match_constrax(bench, case):
+    """One evaluation of each hand-written field equals `cx.accelerations(...).qdd` (KKT),
+    at the benchmark's state and off the constraint manifold (|Q| != 1, inconsistent
+    velocities)."""
+    c = bench[0].ROLLOUT_CASES[case]
+    t, q, qd, *rest = c.acc_args()
+    both = jax.jit(lambda *a: (c.accelerations["constrax"](*a), c.accelerations["hand"](*a)))
+    for qq, qqd in ((q, qd), (1.01 * q + 0.003, qd + 0.05)):
+        ours, hand = both(t, qq, qqd, *rest)
+        assert float(jnp.max(jnp.abs(hand))) > 0.1
+        np.testing.assert_allclose(np.asarray(ours), np.asarray(hand), rtol=0, atol=1e-10)
 
 
 def test_snake_initial_state_satisfies_wheel_constraints(bench):
-    system = bench.snake_system()
-    q0, qd0 = bench.snake_initial_state()
-    c = stacked_residual(system, bench.snake_params())(jnp.zeros(()), q0, qd0)
-    np.testing.assert_allclose(np.asarray(c), 0.0, atol=1e-14)
-    q, qd = bench.snake_batch(7)
-    residual = stacked_residual(system, bench.snake_params())
+    snake = bench[0].snake
+    system, p = snake.system(), snake.params()
+    residual = stacked_residual(system, p)
+    q0, qd0 = snake.initial_state()
+    np.testing.assert_allclose(np.asarray(residual(jnp.zeros(()), q0, qd0)), 0.0, atol=1e-14)
+    q, qd = snake.batch(7)
     cs = jax.jit(jax.vmap(lambda q, qd: residual(jnp.zeros(()), q, qd)))(q, qd)
     np.testing.assert_allclose(np.asarray(cs), 0.0, atol=1e-14)
 
 
-def test_smoke_rejects_unknown_case(bench):
-    with pytest.raises(ValueError, match="unknown smoke case 'pendulum'"):
-        bench.smoke("pendulum")
+def test_chain_initial_states_describe_the_same_motion(bench):
+    """The maximal and minimal chains start from the same bob positions and velocities."""
+    chain = bench[0].chain
+    (r0, v0, _), (th0, thd0, p) = chain.MAXIMAL.args(), chain.MINIMAL.args()
+    r, v = jax.jvp(lambda th: cx.models._pendula.chain_positions(th, p["lengths"]), (th0,), (thd0,))
+    np.testing.assert_allclose(np.asarray(r.reshape(-1)), np.asarray(r0), atol=1e-14)
+    np.testing.assert_allclose(np.asarray(v.reshape(-1)), np.asarray(v0), atol=1e-14)
+
+
+def test_cli_lists_cases_and_rejects_unknown(bench, capsys):
+    cases, run = bench
+    run.main(["--list"])
+    listed = capsys.readouterr().out
+    for name in [*cases.ROLLOUT_CASES, *cases.OTHER_CASES, *cases.GROUPS]:
+        assert name in listed
+    assert run.select(["rigid", "snake"]) == ["snake", "rolling_disk", "turntable"]
+    with pytest.raises(SystemExit, match="unknown case 'pendulum'"):
+        run.select(["pendulum"])
+
+
+@pytest.mark.slow
+def test_quick_run_writes_results(bench, tmp_path):
+    """`run.py --quick --only particle_dalembert` runs end to end and writes its files."""
+    _, run = bench
+    keys = ("jax_enable_compilation_cache", "jax_compilation_cache_dir")
+    saved_config = {k: getattr(jax.config, k) for k in keys}
+    try:  # run.main turns the persistent compilation cache off
+        res = run.main(["--quick", "--only", "particle_dalembert", "--out", str(tmp_path)])
+    finally:
+        for k, v in saved_config.items():
+            jax.config.update(k, v)
+    saved = json.loads((tmp_path / "cpu.json").read_text())
+    r = saved["cases"]["particle_dalembert"]
+    assert r["rollout"]["max_abs_diff"] < 1e-10
+    assert r["gradient"]["max_abs_diff"] < 1e-8
+    assert r["rollout"]["compile"]["constrax"]["xla"]["cpu_min_s"] > 0
+    assert r["jaxpr_counts"]["constrax"]["vf"] > 0
+    md = (tmp_path / "cpu.md").read_text()
+    assert "## Compile time" in md and "## Jaxpr equation counts" in md
+    assert res["cases"]["particle_dalembert"]["rollout"]["run"]["ratio_min"] > 0

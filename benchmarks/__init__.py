@@ -1,0 +1,1 @@
+"""constrax benchmarks: constrax vs the same physics hand-written in JAX (see README.md)."""
