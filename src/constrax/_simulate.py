@@ -47,6 +47,11 @@ from ._system import (
     row_names,
     stacked_residual,
 )
+from ._tolerances import (
+    initial_tolerance as default_initial_tolerance,
+    integration_tolerance,
+    projection_tolerance,
+)
 
 _MAX_STEPS = (
     "constrax.simulate: the solver took `max_steps` steps without reaching t1. Increase "
@@ -245,8 +250,8 @@ def consistent_initial_state(
     qd0: Float[Array, " n"],
     p: Params = None,
     *,
-    rtol: float = 1e-12,
-    atol: float = 1e-12,
+    rtol: float | None = None,
+    atol: float | None = None,
     max_steps: int = 64,
     velocity_iterations: int = 8,
 ) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
@@ -257,7 +262,8 @@ def consistent_initial_state(
     projection of `qd0` onto $\{c(t_0, q, \dot q) = 0\}$,
     $\dot q \leftarrow \dot q - W^{-1}A^\top(AW^{-1}A^\top)^+ c$ (exact in one step for
     linear constraints; iterated `velocity_iterations` times for nonlinear ones), with the
-    rank-tolerant `UdwadiaKalaba` factorisation.
+    rank-tolerant `UdwadiaKalaba` factorisation. `rtol`, `atol`: Gauss–Newton tolerances,
+    default $\max(10^{-12}, 10\epsilon)$ of the dtype.
 
     **Returns:** `(q, qd)` satisfying the constraints.
 
@@ -271,6 +277,8 @@ def consistent_initial_state(
     q0, qd0 = check_state(q0, qd0)
     t0 = as_time(t0, q0)
     constraint_row_counts(system, t0, q0, qd0, p)
+    rtol = projection_tolerance(q0.dtype) if rtol is None else rtol
+    atol = projection_tolerance(q0.dtype) if atol is None else atol
     q = q0
     if any(con.holonomic for con in system.constraints):
         sol = optx.least_squares(
@@ -314,7 +322,7 @@ def simulate(
     constraint_solver: AbstractConstraintSolver = AutoSolver(),
     stabilisation: AbstractStabilisation | None = None,
     project_initial: bool = False,
-    initial_tolerance: float = 1e-8,
+    initial_tolerance: float | None = None,
     consistency_rtol: float | None | str = "default",
     throw: bool = True,
 ) -> Trajectory:
@@ -330,8 +338,9 @@ def simulate(
     - `t0`, `t1`, `dt0`: time span and initial step (`dt0=None` lets an adaptive controller
       choose; required with `diffrax.ConstantStepSize`).
     - `solver`, `stepsize_controller`, `saveat`, `adjoint`, `max_steps`, `progress_meter`:
-      passed to diffrax. Defaults: `Tsit5()`, `PIDController(rtol=1e-8, atol=1e-8)`,
-      `SaveAt(t1=True)`, `RecursiveCheckpointAdjoint()`.
+      passed to diffrax. Defaults: `Tsit5()`, `PIDController(rtol=tol, atol=tol)` with
+      `tol` $= \max(10^{-8}, 100\epsilon)$ of the dtype ($10^{-8}$ in float64,
+      $1.2\times10^{-5}$ in float32), `SaveAt(t1=True)`, `RecursiveCheckpointAdjoint()`.
     - `prescription`: `cx.DAlembert()` or `cx.Vakonomic()`; `mu0` the initial vakonomic
       multipliers `(m,)` (default zeros: $\mu_0$ is free initial data of that problem).
     - `constraint_solver`: `cx.AutoSolver()`, `cx.KKT()` or `cx.UdwadiaKalaba()`.
@@ -339,7 +348,8 @@ def simulate(
     - `project_initial`: project `(q0, qd0)` with `consistent_initial_state` first.
       Otherwise an initial state that violates a constraint by more than
       `initial_tolerance` (absolute on $g$; relative to $\max(1, |\dot q|_\infty)$ on
-      $c$) raises an error naming the constraint.
+      $c$; default $\max(10^{-8}, 1000\epsilon)$ of the dtype) raises an error naming the
+      constraint.
     - `consistency_rtol`: with a rank-robust `constraint_solver`, raise where the
       acceleration-level rows are inconsistent — $|A\ddot q - b|_\infty$ above
       `consistency_rtol` times the rows' scale (see `Accelerations.acceleration_residual`);
@@ -373,6 +383,8 @@ def simulate(
     if project_initial:
         q0, qd0 = consistent_initial_state(system, t0a, q0, qd0, p)
     elif m > 0:
+        if initial_tolerance is None:
+            initial_tolerance = default_initial_tolerance(q0.dtype)
         names = row_names(system, t0a, q0, qd0, p)
         c = stacked_residual(system, p)(t0a, q0, qd0)
         scale = jnp.maximum(1.0, jnp.max(jnp.abs(qd0)))
@@ -394,7 +406,8 @@ def simulate(
         # (e.g. a negative mass); UdwadiaKalaba's Cholesky does, at every step. Check once.
         q0 = _check_mass_on_kernel(system, prescription, t0a, q0, qd0, mu0, p)
     if stepsize_controller is None:
-        stepsize_controller = diffrax.PIDController(rtol=1e-8, atol=1e-8)
+        tol = integration_tolerance(q0.dtype)
+        stepsize_controller = diffrax.PIDController(rtol=tol, atol=tol)
     if saveat is None:
         saveat = diffrax.SaveAt(t1=True)
     y0 = (q0, qd0) if mu0 is None else (q0, qd0, mu0)

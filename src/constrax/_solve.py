@@ -261,21 +261,26 @@ class AutoSolver(AbstractConstraintSolver):
     **Arguments:**
 
     - `switch_rtol`: KKT pivot ratio below which the Gauss/Udwadia–Kalaba path is taken
-      (default `1e-10`).
+      (default `1e-10` in float64; $\sqrt\epsilon = 3.5\times10^{-4}$ in float32, where
+      the pivots of a singular matrix are only resolved to a few $\epsilon$).
     - `rtol`: the pseudoinverse cutoff of the fallback (see `UdwadiaKalaba`).
     """
 
-    switch_rtol: float = 1e-10
+    switch_rtol: float | None = None
     rtol: float | None = None
 
-    def _kkt(self):
-        return KKT(pivot_rtol=self.switch_rtol, throw=False)
+    def _kkt(self, dtype=None):
+        # The pivot tolerance only matters in `factor`, which passes the dtype.
+        rtol = self.switch_rtol
+        if rtol is None and dtype is not None:
+            rtol = 1e-10 if np.finfo(dtype).bits >= 64 else float(np.sqrt(np.finfo(dtype).eps))
+        return KKT(pivot_rtol=rtol, throw=False)
 
     def _uk(self):
         return UdwadiaKalaba(rtol=self.rtol)
 
     def factor(self, W, A):
-        return _AutoState(self._kkt().factor(W, A), W, A)
+        return _AutoState(self._kkt(W.dtype).factor(W, A), W, A)
 
     def _branch(self, state, kkt_fn, uk_fn):
         singular = state.kkt.singular

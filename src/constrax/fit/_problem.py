@@ -13,6 +13,7 @@ from jaxtyping import Array, Float, PyTree
 from .._custom_types import Params
 from .._prescriptions import AbstractPrescription
 from .._solve import AbstractConstraintSolver
+from .._tolerances import fit_integration_tolerance
 
 
 class AbstractProblem(eqx.Module):
@@ -109,12 +110,16 @@ def set_simulate_options(
     span: float,
 ) -> None:
     """Store the `cx.simulate` options of a problem (call inside its `__init__`); the
-    default step-size controller is `PIDController(rtol=1e-10, atol=1e-10)`, the default
+    default step-size controller is `PIDController(rtol=tol, atol=tol)` with `tol`
+    $= \max(10^{-10}, 100\epsilon)$ of the default float dtype, the default
     adjoint `default_adjoint(...)` over the longest interval `span` of one solve."""
     problem.solver = solver
     problem.dt0 = None if dt0 is None else float(dt0)
     problem.stepsize_controller = (
-        diffrax.PIDController(rtol=1e-10, atol=1e-10)
+        diffrax.PIDController(
+            rtol=fit_integration_tolerance(jnp.result_type(float)),
+            atol=fit_integration_tolerance(jnp.result_type(float)),
+        )
         if stepsize_controller is None
         else stepsize_controller
     )

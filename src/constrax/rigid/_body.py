@@ -24,6 +24,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._constraints import Holonomic
+from .._tolerances import rounding_tolerance
 from ._orientation import AbstractOrientation, Quaternion, check_rotation
 
 _QUATERNION = Quaternion()
@@ -66,12 +67,13 @@ def check_inertia(inertia, who: str = "RigidBody", *, traced: bool = True) -> Ar
     if _is_concrete(inertia):
         I = np.asarray(inertia)
         scale = max(float(np.max(np.abs(I))), np.finfo(float).tiny)
-        if not np.allclose(I, I.T, atol=1e-12 * scale):
+        rel = rounding_tolerance(I.dtype)
+        if not np.allclose(I, I.T, atol=rel * scale):
             raise ValueError(f"{msg}; it is not symmetric: {I.tolist()}")
         ev = np.linalg.eigvalsh(0.5 * (I + I.T))
         if not ev[0] > 0:
             raise ValueError(f"{msg}; its eigenvalues are {ev.tolist()}")
-        tol = 1e-12 * ev[-1]
+        tol = rel * ev[-1]
         if ev[2] > ev[0] + ev[1] + tol:
             raise ValueError(
                 f"{who}: `inertia` violates the triangle inequality I_max <= I_1 + I_2 of a "
@@ -81,7 +83,7 @@ def check_inertia(inertia, who: str = "RigidBody", *, traced: bool = True) -> Ar
     if not traced:
         return inertia
     scale = jnp.maximum(jnp.max(jnp.abs(inertia)), jnp.finfo(inertia.dtype).tiny)
-    bad = jnp.max(jnp.abs(inertia - inertia.T)) > 1e-12 * scale
+    bad = jnp.max(jnp.abs(inertia - inertia.T)) > rounding_tolerance(inertia.dtype) * scale
     bad = bad | ~jnp.all(jnp.isfinite(jnp.linalg.cholesky(0.5 * (inertia + inertia.T))))
     return eqx.error_if(inertia, bad, msg)
 

@@ -25,6 +25,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._constraints import AbstractConstraint, Holonomic, Pfaffian
+from .._tolerances import rounding_tolerance
 from ._body import RigidBody, check_point
 from ._so3 import safe_rsqrt, safe_sqrt
 
@@ -298,7 +299,7 @@ class Plane(eqx.Module):
 
     def __check_init__(self):
         n = np.asarray(self.normal)
-        if not np.isclose(np.linalg.norm(n), 1.0, atol=1e-12):
+        if not np.isclose(np.linalg.norm(n), 1.0, atol=rounding_tolerance(n.dtype)):
             raise ValueError(f"Plane: `normal` must be a unit vector, got {n.tolist()}")
 
     def tangents(self) -> Array:

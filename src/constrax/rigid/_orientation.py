@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._tolerances import tolerance
 from ._so3 import (
     body_angular_velocity,
     euler_zxz_to_rotation,
@@ -37,11 +38,14 @@ from ._so3 import (
     spatial_angular_velocity,
 )
 
-_IU = np.triu_indices(3)
+# Python ints, not a NumPy int64 array: the index dtype then follows the x64 setting of the
+# trace (an int64 index traced with x64 off breaks JAX's index normalisation).
+_IU = tuple(tuple(int(i) for i in a) for a in np.triu_indices(3))
 
 
-def check_rotation(R, *, project: bool = False, atol: float = 1e-8) -> Array:
-    """Validate a rotation matrix (shape and, when concrete, orthonormality)."""
+def check_rotation(R, *, project: bool = False, atol: float | None = None) -> Array:
+    """Validate a rotation matrix (shape and, when concrete, orthonormality to `atol`,
+    default $\max(10^{-8}, 1000\epsilon)$ of its dtype)."""
     R = jnp.asarray(R)
     if R.shape != (3, 3):
         raise ValueError(f"a rotation matrix must have shape (3, 3), got {R.shape}")
@@ -49,6 +53,8 @@ def check_rotation(R, *, project: bool = False, atol: float = 1e-8) -> Array:
         R = R.astype(jnp.result_type(float))
     if project:
         return project_to_so3(R)
+    if atol is None:
+        atol = tolerance(R.dtype, 1e-8, 1000)
     if not isinstance(R, jax.core.Tracer):
         err = float(orthonormality_residual(R))
         det = float(jnp.linalg.det(R))
