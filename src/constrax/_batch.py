@@ -507,7 +507,11 @@ def rollout_batch(
     - `mu0s`: initial vakonomic multipliers `(B, m)` (default zeros) under `Vakonomic`.
     - `prescription`: `cx.DAlembert()` or `cx.Vakonomic()`.
     - `shard`: split the batch over all devices of `mesh` (default: `batch_mesh()`);
-      `device_batch` as in `sharded_vmap`.
+      `device_batch` as in `sharded_vmap`. After `jax.distributed.initialize()` the
+      default mesh spans the devices of every process: run the same script, with the same
+      inputs, on every host (process); each computes its shards and every process gets
+      the whole result (docs/distributed.md; on CPU hosts set
+      `jax.config.update("jax_cpu_collectives_implementation", "gloo")` first).
     - `**simulate_kwargs`: passed to `simulate` (`solver`, `stepsize_controller`,
       `constraint_solver`, `stabilisation`, `max_steps`, `throw`, ...). With
       `throw=False` inspect `Rollouts.success` instead of raising on the first failure.
