@@ -114,22 +114,26 @@ def _leaf_axes(ax, arg) -> list:
     return out
 
 
-def _batch_size(args: tuple, axes: list) -> int:
+def _batch_size(args: tuple, axes: list, names: tuple[str, ...] | None = None) -> int:
     sizes = {}
     for i, (ax, arg) in enumerate(zip(axes, args, strict=True)):
-        for leaf, a in zip(jax.tree_util.tree_leaves(arg), _leaf_axes(ax, arg), strict=True):
+        arg_name = f"argument {i}" if names is None else f"`{names[i]}`"
+        paths = jax.tree_util.tree_flatten_with_path(arg)[0]
+        for (path, leaf), a in zip(paths, _leaf_axes(ax, arg), strict=True):
             if a == 0:
+                where = arg_name + (f" leaf {jax.tree_util.keystr(path)}" if path else "")
                 shape = np.shape(leaf)
                 if len(shape) == 0:
                     raise ValueError(
-                        f"argument {i} is mapped over axis 0 but has a scalar leaf; give it a "
-                        "leading batch axis or mark it shared with in_axes=None"
+                        f"{where} is mapped over axis 0 but is a scalar leaf; give it a "
+                        "leading batch axis or mark it shared with in_axes=None (p_axes=None "
+                        "for parameters)"
                     )
-                sizes.setdefault(shape[0], i)
+                sizes.setdefault(shape[0], where)
     if not sizes:
         raise ValueError("sharded_vmap needs at least one argument mapped over axis 0")
     if len(sizes) > 1:
-        desc = ", ".join(f"{b} (argument {i})" for b, i in sizes.items())
+        desc = ", ".join(f"{b} ({where})" for b, where in sizes.items())
         raise ValueError(f"every batched argument must have the same batch size, got {desc}")
     (size,) = sizes
     if size == 0:
@@ -395,6 +399,48 @@ def _map_shared(fn, arg, ax):
     return jax.tree_util.tree_unflatten(treedef, new)
 
 
+def _check_p_axes(p_axes, ps) -> None:
+    """`p_axes` must be 0, None or a pytree prefix of `ps`: name the keys that differ."""
+    if p_axes is None or isinstance(p_axes, int):
+        return
+
+    def check(ax, sub, where):
+        if ax is None or isinstance(ax, int):
+            return
+        if isinstance(ax, dict):
+            if not isinstance(sub, dict):
+                raise ValueError(
+                    f"`p_axes`{where} is a dict but `ps`{where} is a {type(sub).__name__}; "
+                    "give 0, None, or a pytree prefix of `ps`"
+                )
+            unknown = [k for k in ax if k not in sub]
+            missing = [k for k in sub if k not in ax]
+            if unknown or missing:
+                parts = []
+                if unknown:
+                    parts.append(f"has key(s) {unknown} that `ps`{where} does not have")
+                if missing:
+                    parts.append(f"lacks key(s) {missing}")
+                raise ValueError(
+                    f"`p_axes`{where} {' and '.join(parts)}; the keys of `ps`{where} are "
+                    f"{sorted(sub, key=str)}. Give one entry (0 = batched, None = shared) per "
+                    "key"
+                )
+            for k in ax:
+                check(ax[k], sub[k], f"{where}[{k!r}]")
+        elif isinstance(ax, (list, tuple)):
+            if not isinstance(sub, (list, tuple)) or len(sub) != len(ax):
+                raise ValueError(
+                    f"`p_axes`{where} has {len(ax)} entries but `ps`{where} is "
+                    f"{type(sub).__name__}"
+                    + (f" of length {len(sub)}" if isinstance(sub, (list, tuple)) else "")
+                )
+            for i, (a, s) in enumerate(zip(ax, sub, strict=True)):
+                check(a, s, f"{where}[{i}]")
+
+    check(p_axes, ps, "")
+
+
 class Rollouts(eqx.Module):
     r"""Output of `rollout_batch`: a batch of trajectories as plain arrays.
 
@@ -479,7 +525,11 @@ def rollout_batch(
     - `mu0s`: initial vakonomic multipliers `(B, m)` (default zeros) under `Vakonomic`.
     - `prescription`: `cx.DAlembert()` or `cx.Vakonomic()`.
     - `shard`: split the batch over all devices of `mesh` (default: `batch_mesh()`);
-      `device_batch` as in `sharded_vmap`.
+      `device_batch` as in `sharded_vmap`. After `jax.distributed.initialize()` the
+      default mesh spans the devices of every process: run the same script, with the same
+      inputs, on every host (process); each computes its shards and every process gets
+      the whole result (docs/distributed.md; on CPU hosts set
+      `jax.config.update("jax_cpu_collectives_implementation", "gloo")` first).
     - `**simulate_kwargs`: passed to `simulate` (`solver`, `stepsize_controller`,
       `constraint_solver`, `stabilisation`, `max_steps`, `throw`, ...). With
       `throw=False` inspect `Rollouts.success` instead of raising on the first failure.
@@ -525,10 +575,12 @@ def rollout_batch(
             raise ValueError(
                 f"`mu0s` must have shape (B, m) with B={q0s.shape[0]}, got {mu0s.shape}"
             )
+    _check_p_axes(p_axes, ps)
     ps = as_dynamic("p", ps)  # new parameter values are new inputs, not a new program
     fn = _Rollout(system, ts, prescription, dict(simulate_kwargs))
     args = (q0s, qd0s, ps, mu0s)
     in_axes = (0, 0, p_axes, None if mu0s is None else 0)
+    _batch_size(args, _full_axes(in_axes, args), ("q0s", "qd0s", "ps", "mu0s"))
     if shard:
         q, qd, mu, steps, ok = sharded_vmap(
             fn, in_axes, mesh=mesh, axis_name=axis_name, device_batch=device_batch

@@ -250,6 +250,10 @@ class VelocityConstraint(AbstractConstraint):
     linear_in_velocity: ClassVar[bool] = False
 
     def __init__(self, F: VelocityConstraintFn, name: str | None = None):
+        if not callable(F):
+            raise TypeError(
+                f"cx.VelocityConstraint: `F` must be callable F(t, q, qd, p) -> (k,), got {F!r}"
+            )
         self.F = F
         self.name = name if name is not None else _name_of(F, "velocity_constraint")
 

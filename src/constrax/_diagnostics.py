@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
+from ._checks import check_system
 from ._compilation import compiled
 from ._custom_types import Params, Time
 from ._dynamics import accelerations
@@ -27,6 +28,7 @@ from ._system import (
 
 
 def _prepare(system, t, q, qd, p):
+    check_system(system)
     q, qd = check_state(q, qd)
     t = as_time(t, q)
     constraint_row_counts(system, t, q, qd, p)

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
+from ._checks import check_finite, check_options, check_system
 from ._compilation import compiled
 from ._custom_types import Params, Time
 from ._prescriptions import AbstractPrescription, DAlembert
@@ -204,11 +205,22 @@ def accelerations(
     out.qdd, out.multipliers, out.reactions
     ```
     """
+    check_system(system)
+    check_options(
+        prescription=prescription, constraint_solver=constraint_solver, stabilisation=stabilisation
+    )
     q, qd = check_state(q, qd)
     t = as_time(t, q)
     counts = constraint_row_counts(system, t, q, qd, p)
     mask = holonomic_mask(system, t, q, qd, p)
     mu = check_mu(prescription, mu, sum(counts), q.dtype)
+    where = "constrax.accelerations"
+    t = check_finite(t, "t", where)
+    q = check_finite(q, "q", where)
+    qd = check_finite(qd, "qd", where)
+    p = check_finite(p, "p", where)
+    if mu is not None:
+        mu = check_finite(mu, "mu", where)
     q_dot, qd_used, qdd, lam, state, A, b = _step(
         system, prescription, constraint_solver, stabilisation, t, q, qd, mu, p, mask
     )

@@ -14,7 +14,13 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Float
 
-from ._checks import attach_check, checked
+from ._checks import (
+    check_diffrax_options,
+    check_options,
+    check_system,
+    check_times,
+    forward_mode_hint,
+)
 from ._compilation import compiled
 from ._custom_types import Params
 from ._diagnostics import (
@@ -32,6 +38,7 @@ from ._dynamics import (
     default_consistency_rtol,
     inconsistent,
 )
+from ._guards import attach_check, checked
 from ._prescriptions import AbstractPrescription, DAlembert
 from ._solve import KKT, AbstractConstraintSolver, AutoSolver, UdwadiaKalaba
 from ._stabilisation import AbstractStabilisation
@@ -254,6 +261,8 @@ def consistent_initial_state(
     atol: float | None = None,
     max_steps: int = 64,
     velocity_iterations: int = 8,
+    tolerance: float | None = None,
+    throw: bool = True,
 ) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
     r"""Project an initial state onto the constraint manifold.
 
@@ -265,6 +274,21 @@ def consistent_initial_state(
     rank-tolerant `UdwadiaKalaba` factorisation. `rtol`, `atol`: Gauss–Newton tolerances,
     default $\max(10^{-12}, 10\epsilon)$ of the dtype.
 
+    The result is checked: if a row still has a residual above `tolerance` (absolute on
+    $g$; relative to $\max(1, |\dot q|_\infty)$ on $c$) — the rows contradict each other
+    (no state satisfies them all), or Gauss–Newton did not converge in `max_steps` — an
+    error names the worst row (`equinox.EquinoxRuntimeError` under `jit`).
+
+    **Arguments:**
+
+    - `system`, `t0`, `q0`, `qd0`, `p`: the system and the state to project.
+    - `rtol`, `atol`, `max_steps`: Gauss–Newton tolerances and step limit.
+    - `velocity_iterations`: projections of the velocity for nonlinear velocity constraints.
+    - `tolerance`: the largest residual accepted after projection (default `1e-8`, or
+      `1000 * eps` of the dtype where that is larger).
+    - `throw`: raise when the residual stays above `tolerance` (with `False`, check
+      `cx.constraint_residual` yourself).
+
     **Returns:** `(q, qd)` satisfying the constraints.
 
     **Example:**
@@ -274,20 +298,24 @@ def consistent_initial_state(
     q0, qd0 = cx.consistent_initial_state(system, 0.0, q, qd_slip, p)
     ```
     """
+    check_system(system)
     q0, qd0 = check_state(q0, qd0)
     t0 = as_time(t0, q0)
-    constraint_row_counts(system, t0, q0, qd0, p)
+    counts = constraint_row_counts(system, t0, q0, qd0, p)
     rtol = projection_tolerance(q0.dtype) if rtol is None else rtol
     atol = projection_tolerance(q0.dtype) if atol is None else atol
     q = q0
+    converged = jnp.asarray(True)
     if any(con.holonomic for con in system.constraints):
         sol = optx.least_squares(
             lambda y, _: position_residual(system, t0, y, p),
             optx.GaussNewton(rtol=rtol, atol=atol),
             q0,
             max_steps=max_steps,
+            throw=False,
         )
         q = sol.value
+        converged = sol.result == optx.RESULTS.successful
     L = lambda t, q, qd: system.lagrangian(t, q, qd, p)
     solver = UdwadiaKalaba()
     linear = all(con.linear_in_velocity for con in system.constraints)
@@ -298,9 +326,46 @@ def consistent_initial_state(
         return qd - solver.project(solver.factor(W, A), c), None
 
     qd, _ = jax.lax.scan(project, qd0, None, length=1 if linear else velocity_iterations)
+    if throw and sum(counts) > 0:
+        q, qd = _check_projected(system, t0, q, qd, p, converged, tolerance, max_steps)
     return q, qd
 
 
+def _check_projected(system, t0, q, qd, p, converged, tolerance, max_steps):
+    """Error naming the worst row if the projected state still violates a constraint."""
+    if tolerance is None:
+        tolerance = default_initial_tolerance(q.dtype)
+    names = row_names(system, t0, q, qd, p)
+    mask = holonomic_mask(system, t0, q, qd, p)
+    c = stacked_residual(system, p)(t0, q, qd)
+    viol = jnp.abs(c) / jnp.maximum(1.0, jnp.max(jnp.abs(qd)))
+    if mask.any():
+        g = position_residual(system, t0, q, p)
+        viol = viol.at[np.flatnonzero(mask)].max(jnp.abs(g))
+    viol = jax.lax.stop_gradient(viol)
+    why = (
+        "The constraints may contradict each other (no state satisfies every row: look for "
+        "duplicated or dependent rows with incompatible values, e.g. equal one-form rows with "
+        "different affine terms b)"
+    )
+    msgs = [
+        f"constrax.consistent_initial_state: the initial state could not be made consistent: "
+        f"constraint row {name} still has a residual above tolerance={tolerance:g} after "
+        f"projection. {why}.{extra}"
+        for extra in (
+            "",
+            f" Gauss-Newton on the holonomic rows also did not converge in max_steps="
+            f"{max_steps} steps: raise `max_steps` or start closer to the constraints.",
+        )
+        for name in names
+    ]
+    index = jnp.argmax(viol) + len(names) * (~converged).astype(jnp.int32)
+    bad = ~(jnp.max(viol) <= tolerance)  # NaN counts as a violation
+    q = eqx.branched_error_if(q, bad, index, msgs)
+    return q, qd
+
+
+@forward_mode_hint
 @compiled
 def simulate(
     system: System,
@@ -367,6 +432,14 @@ def simulate(
     traj.q, traj.energy()
     ```
     """
+    check_system(system)
+    check_options(
+        prescription=prescription, constraint_solver=constraint_solver, stabilisation=stabilisation
+    )
+    check_diffrax_options(
+        solver=solver, stepsize_controller=stepsize_controller, saveat=saveat, adjoint=adjoint
+    )
+    t0, t1 = check_times(t0, t1, dt0)
     q0, qd0 = check_state(q0, qd0)
     t0a = as_time(t0, q0)
     counts = constraint_row_counts(system, t0a, q0, qd0, p)
@@ -381,7 +454,7 @@ def simulate(
     if mu0 is not None:
         mu0 = _check_finite(mu0, "mu0")
     if project_initial:
-        q0, qd0 = consistent_initial_state(system, t0a, q0, qd0, p)
+        q0, qd0 = consistent_initial_state(system, t0a, q0, qd0, p, tolerance=initial_tolerance)
     elif m > 0:
         if initial_tolerance is None:
             initial_tolerance = default_initial_tolerance(q0.dtype)

@@ -32,7 +32,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from ._checks import checked
+from ._guards import checked
 
 _SINGULAR_KKT = (
     "constrax: the saddle-point matrix [[W, A^T], [A, 0]] is singular. Either the constraint "

@@ -23,13 +23,38 @@ well below 1 for explicit solvers).
 """
 
 import equinox as eqx
+import jax
+import numpy as np
 
 
 class AbstractStabilisation(eqx.Module):
-    """Base class of drift-control schemes (`Baumgarte`, `Projection`)."""
+    """Base class of drift-control schemes (`Baumgarte`, `Projection`).
+
+    The rates `alpha` and `beta` must be non-negative and finite (checked when they are
+    concrete numbers; traced rates, e.g. under `jax.grad`, are taken as given).
+    """
 
     alpha: eqx.AbstractVar[float]
     beta: eqx.AbstractVar[float]
+
+    def __check_init__(self):
+        for name in ("alpha", "beta"):
+            value = getattr(self, name)
+            if isinstance(value, jax.core.Tracer):
+                continue
+            try:
+                x = np.asarray(value, dtype=float)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"cx.{type(self).__name__}: `{name}` must be a non-negative rate (1/time), "
+                    f"got {value!r}"
+                ) from None
+            if not np.all(np.isfinite(x) & (x >= 0)):
+                raise ValueError(
+                    f"cx.{type(self).__name__}: `{name}` must be a non-negative finite rate "
+                    f"(1/time), got {value!r} (a negative rate makes the constraint drift grow "
+                    f"instead of decay); use e.g. {name}=10.0"
+                )
 
 
 class Baumgarte(AbstractStabilisation):

@@ -84,8 +84,52 @@ class System(eqx.Module):
 # Trace-time validation: shapes are checked with `jax.eval_shape` before anything runs.
 
 
-def _shape(fn, *args) -> tuple[int, ...]:
-    return tuple(jax.eval_shape(fn, *args).shape)
+_TRACE_ERRORS = (TypeError, ValueError, IndexError, KeyError, AttributeError, ZeroDivisionError)
+
+
+def _describe(x) -> str:
+    if x is None:
+        return "None"
+    if isinstance(x, dict):
+        return f"a dict with keys {sorted(map(str, x))}"
+    shape = getattr(x, "shape", None)
+    return f"shape {tuple(shape)}" if shape is not None else type(x).__name__
+
+
+def _shape(label: str, fn, *args) -> tuple[int, ...]:
+    """Output shape of a user function `fn(*args)` traced abstractly.
+
+    A failure inside `fn` (a tuple unpacking of the wrong length, a `dot_general` of
+    mismatched shapes, indexing `p=None`) is re-raised naming `label`, the shapes it was
+    called with, and what to check; a result that is not one array is refused.
+    """
+    try:
+        out = jax.eval_shape(fn, *args)
+    except _TRACE_ERRORS as e:
+        q = args[1]
+        p = args[-1]
+        hint = f"Check that `q` and `qd` have the system's number of coordinates (got {q.shape[0]})"
+        if p is None:
+            hint += " and pass the parameters `p` if the system's functions read them (p=None)"
+        else:
+            hint += f" and that `p` ({_describe(p)}) has what the functions read"
+        kind = TypeError if isinstance(e, TypeError) else ValueError
+        raise kind(
+            f"{label} failed when traced with q of shape {tuple(q.shape)}: "
+            f"{type(e).__name__}: {e}. {hint}."
+        ) from e
+    if not isinstance(out, jax.ShapeDtypeStruct):
+        raise TypeError(
+            f"{label} must return one JAX array, got {type(out).__name__}"
+            f"{_leaf_summary(out)}: stack the entries with jnp.stack([...]) or jnp.array([...])"
+        )
+    return tuple(out.shape)
+
+
+def _leaf_summary(out) -> str:
+    if isinstance(out, (list, tuple)):
+        return f" of {len(out)} entries"
+    return ""
 
 
 def as_time(t, q: Array) -> Array:
@@ -124,11 +168,11 @@ def constraint_row_counts(system: System, t, q, qd, p) -> tuple[int, ...]:
     Raises `ValueError` naming the function, the constraint and the shapes at fault.
     """
     n = q.shape[0]
-    shape = _shape(system.lagrangian, t, q, qd, p)
+    shape = _shape("the Lagrangian L(t, q, qd, p)", system.lagrangian, t, q, qd, p)
     if shape != ():
         raise ValueError(f"the Lagrangian L(t, q, qd, p) must return a scalar, got shape {shape}")
     if system.force is not None:
-        shape = _shape(system.force, t, q, qd, p)
+        shape = _shape("the force Q(t, q, qd, p)", system.force, t, q, qd, p)
         if shape != (n,):
             raise ValueError(
                 f"the force Q(t, q, qd, p) must return shape (n,) = ({n},) like `q`, got {shape}"
@@ -137,16 +181,19 @@ def constraint_row_counts(system: System, t, q, qd, p) -> tuple[int, ...]:
     for con in system.constraints:
         label = f"constraint {con.name!r} ({type(con).__name__})"
         if isinstance(con, Holonomic):
-            k = _row_count(label, "g(t, q, p)", _shape(con.g, t, q, p))
+            k = _row_count(label, "g(t, q, p)", _shape(f"{label}: g(t, q, p)", con.g, t, q, p))
             if con.velocity is not None:
-                kv = _row_count(label, "velocity(t, q, qd, p)", _shape(con.velocity, t, q, qd, p))
+                vlabel = f"{label}: velocity(t, q, qd, p)"
+                kv = _row_count(
+                    label, "velocity(t, q, qd, p)", _shape(vlabel, con.velocity, t, q, qd, p)
+                )
                 if kv != k:
                     raise ValueError(
                         f"{label}: velocity(t, q, qd, p) must return one row per row of "
                         f"g(t, q, p): expected ({k},), got ({kv},)"
                     )
         elif isinstance(con, Pfaffian) and con.omega is not None:
-            shape = _shape(con.omega, t, q, p)
+            shape = _shape(f"{label}: omega(t, q, p)", con.omega, t, q, p)
             if not (shape == (n,) or (len(shape) == 2 and shape[1] == n)):
                 raise ValueError(
                     f"{label}: omega(t, q, p) must return shape (k, n) = (k, {n}) or ({n},), "
@@ -154,18 +201,20 @@ def constraint_row_counts(system: System, t, q, qd, p) -> tuple[int, ...]:
                 )
             k = 1 if len(shape) == 1 else shape[0]
             if con.b is not None:
-                bshape = _shape(con.b, t, q, p)
+                bshape = _shape(f"{label}: b(t, q, p)", con.b, t, q, p)
                 if bshape not in ((k,), ()) or (bshape == () and k != 1):
                     raise ValueError(
                         f"{label}: b(t, q, p) must return shape (k,) = ({k},) to match omega's "
                         f"{k} rows, got {bshape}"
                     )
         elif isinstance(con, VelocityConstraint):
-            k = _row_count(label, "F(t, q, qd, p)", _shape(con.F, t, q, qd, p))
+            shape = _shape(f"{label}: F(t, q, qd, p)", con.F, t, q, qd, p)
+            k = _row_count(label, "F(t, q, qd, p)", shape)
         elif isinstance(con, Pfaffian):
-            k = _row_count(label, "velocity(t, q, qd, p)", _shape(con.velocity, t, q, qd, p))
+            shape = _shape(f"{label}: velocity(t, q, qd, p)", con.velocity, t, q, qd, p)
+            k = _row_count(label, "velocity(t, q, qd, p)", shape)
         else:
-            k = _shape(con.velocity_residual, t, q, qd, p)[0]
+            k = _shape(f"{label}: c(t, q, qd, p)", con.velocity_residual, t, q, qd, p)[0]
         rows.append(k)
     return tuple(rows)
 

@@ -141,8 +141,9 @@ def solve(
     - `early_stopping`, `checkpoint`, `checkpoint_every`, `resume`, `progress`,
       `callback(step, loss, params)`: optax path only. With `checkpoint` a path, the
       loop state is saved every `checkpoint_every` steps, at the end and on
-      interruption, and (with `resume=True`) an existing checkpoint is resumed; a
-      checkpoint written for another problem is refused with a `ValueError`.
+      interruption, and (with `resume=True`) an existing checkpoint is resumed. A
+      checkpoint written for another problem, of another format version, or failing its
+      sha256 checksum (damaged or truncated) is refused with a `ValueError`.
     - `throw`: raise if an optimistix solve fails (otherwise see `result`).
     - `init_kwargs`: passed to `problem.init` (e.g. `nodes=` for multiple shooting).
 
