@@ -28,6 +28,9 @@ _STATE_ARGS = frozenset({"q", "qd", "mu", "q0", "qd0", "mu0", "qs"})
 _PARAM_ARGS = frozenset({"p"})
 
 
+_DATA_ARGS = _STATE_ARGS | _PARAM_ARGS | frozenset({"t", "t0", "t1", "dt0"})
+
+
 def _is_number(x) -> bool:
     return isinstance(x, (int, float, complex, np.number)) and not isinstance(x, (bool, np.bool_))
 
@@ -66,12 +69,32 @@ def as_dynamic(name: str, value):
     return value
 
 
-def compiled(fn: Callable) -> Callable:
+def _concrete_and_finite(value) -> bool:
+    """False if a concrete (not traced) floating leaf of `value` holds NaN or inf."""
+    for leaf in jax.tree.leaves(value):
+        if isinstance(leaf, jax.core.Tracer) or not (
+            isinstance(leaf, (jax.Array, np.ndarray, np.number, float, complex))
+        ):
+            continue
+        a = np.asarray(leaf)
+        if np.issubdtype(a.dtype, np.inexact) and not np.all(np.isfinite(a)):
+            return False
+    return True
+
+
+def compiled(fn: Callable | None = None, *, precheck: Callable | None = None) -> Callable:
     """Run `fn` as one `equinox.filter_jit`-compiled program, with data arguments as arrays.
 
     The wrapper keeps `fn`'s signature and docstring. Inside an outer `jax.jit`, `vmap` or
-    `grad` it only adds a nested (inlined) call.
+    `grad` it only adds a nested (inlined) call. A concrete non-finite data argument (a NaN
+    time, state or parameter) is handed to `fn` un-jitted instead, so that its argument
+    checks raise their `ValueError` at once rather than a runtime error from inside XLA.
+    `precheck(arguments)`, if given, runs on the bound arguments (data as arrays, concrete
+    when the call is eager) before the compiled program: checks of values that are only
+    errors in combination (a step pointing away from `t1`) raise there at once.
     """
+    if fn is None:
+        return functools.partial(compiled, precheck=precheck)
     signature = inspect.signature(fn)
     jitted = eqx.filter_jit(fn)
 
@@ -81,8 +104,16 @@ def compiled(fn: Callable) -> Callable:
             bound = signature.bind(*args, **kwargs)
         except TypeError as e:
             raise TypeError(f"{fn.__name__}{signature}: {e}") from None
+        finite = True
         for name, value in bound.arguments.items():
-            bound.arguments[name] = as_dynamic(name, value)
+            bound.arguments[name] = value = as_dynamic(name, value)
+            if name in _DATA_ARGS:
+                finite = finite and _concrete_and_finite(value)
+        if not finite:
+            return fn(*bound.args, **bound.kwargs)
+        if precheck is not None:
+            bound.apply_defaults()
+            precheck(bound.arguments)
         return jitted(*bound.args, **bound.kwargs)
 
     wrapper.__wrapped_jit__ = jitted

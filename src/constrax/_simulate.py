@@ -366,7 +366,7 @@ def _check_projected(system, t0, q, qd, p, converged, tolerance, max_steps):
 
 
 @forward_mode_hint
-@compiled
+@compiled(precheck=lambda args: check_times(args["t0"], args["t1"], args["dt0"]))
 def simulate(
     system: System,
     q0: Float[Array, " n"],

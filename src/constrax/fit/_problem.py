@@ -109,7 +109,7 @@ def set_simulate_options(
     constraint_solver: AbstractConstraintSolver,
     span: float,
 ) -> None:
-    """Store the `cx.simulate` options of a problem (call inside its `__init__`); the
+    r"""Store the `cx.simulate` options of a problem (call inside its `__init__`); the
     default step-size controller is `PIDController(rtol=tol, atol=tol)` with `tol`
     $= \max(10^{-10}, 100\epsilon)$ of the default float dtype, the default
     adjoint `default_adjoint(...)` over the longest interval `span` of one solve."""

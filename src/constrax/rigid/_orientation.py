@@ -44,7 +44,7 @@ _IU = tuple(tuple(int(i) for i in a) for a in np.triu_indices(3))
 
 
 def check_rotation(R, *, project: bool = False, atol: float | None = None) -> Array:
-    """Validate a rotation matrix (shape and, when concrete, orthonormality to `atol`,
+    r"""Validate a rotation matrix (shape and, when concrete, orthonormality to `atol`,
     default $\max(10^{-8}, 1000\epsilon)$ of its dtype)."""
     R = jnp.asarray(R)
     if R.shape != (3, 3):
