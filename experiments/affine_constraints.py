@@ -135,7 +135,12 @@ def run(outdir, quick: bool = False) -> dict:
     for n in dims:
         results = {case: _run_case(case, n, t1, n_save, rtol) for case in CASES}
         fig, axes = plt.subplots(
-            1, len(CASES), figsize=(3.0 * len(CASES), 3.2), sharex=True, sharey=True
+            1,
+            len(CASES),
+            figsize=(3.0 * len(CASES), 3.4),
+            sharex=True,
+            sharey=True,
+            layout="constrained",
         )
         snaps = np.linspace(0, n_save - 1, 6).astype(int)
         for ax, case in zip(axes, CASES, strict=True):
@@ -152,18 +157,17 @@ def run(outdir, quick: bool = False) -> dict:
         fig.suptitle(
             f"{n}D affine body: deformed shape over time (line: image of material axis a^1)"
         )
-        fig.tight_layout()
         ts0 = np.asarray(results[CASES[0]][0])
         times = plt.cm.ScalarMappable(
             cmap=plt.cm.viridis, norm=plt.Normalize(float(ts0[snaps[0]]), float(ts0[snaps[-1]]))
         )
-        fig.colorbar(times, ax=list(axes), label="t [s]", fraction=0.015, pad=0.01)
+        fig.colorbar(times, ax=list(axes), label="t [s] (colour of the outlines)", shrink=0.9)
         path = os.path.join(outdir, f"affine_constraints_shapes_{n}d.png")
         fig.savefig(path, dpi=110)
         plt.close(fig)
         out["figures"].append(path)
 
-        fig, axes = plt.subplots(1, 4, figsize=(16, 4.0))
+        fig, axes = plt.subplots(1, 4, figsize=(16, 4.4), layout="constrained")
         logged = {0: [], 2: [], 3: []}  # the symlog panels' series, case by case
         for case in CASES:
             ts, Q, resid, steps = results[case]
@@ -205,9 +209,9 @@ def run(outdir, quick: bool = False) -> dict:
                         0.98, 0.04, "exactly 0: " + ", ".join(zero), transform=ax.transAxes,
                         ha="right", va="bottom", fontsize=7, color="0.3",
                     )  # fmt: skip
-        axes[1].legend(fontsize=7)
+        handles, labels = axes[1].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncol=len(CASES), fontsize=8)
         fig.suptitle(f"{n}D affine body: invariants")
-        fig.tight_layout()
         path = os.path.join(outdir, f"affine_constraints_invariants_{n}d.png")
         fig.savefig(path, dpi=110)
         plt.close(fig)

@@ -147,8 +147,10 @@ def run(outdir: str, quick: bool = False) -> dict:
                 )  # fmt: skip
         ax.set_xlabel("noise draw")
         ax.set_ylabel(f"fitted {k} [{units[k]}]")
+        ax.ticklabel_format(axis="y", useOffset=False)
+        digits = max(0, 1 - int(np.floor(np.log10(stds[0, i]))))  # two significant in the std
         ax.set_title(
-            f"{k} = {ests[0, i]:.4f} ± {stds[0, i]:.4f} {units[k]} (draw 0)\n"
+            f"{k} = {ests[0, i]:.{digits}f} ± {stds[0, i]:.2g} {units[k]} (draw 0)\n"
             f"{inside.sum()}/{len(inside)} intervals cover the truth",
             fontsize=9,
         )
