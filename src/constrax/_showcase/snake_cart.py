@@ -104,7 +104,7 @@ def run(outdir, quick: bool = False) -> dict:
     ax.set(
         xlabel="t [s]",
         ylabel=r"$\sigma_\min(A)$ (entries of A in 1 and m)",
-        title="smallest singular value of A (drops at the crossings)",
+        title=r"$\sigma_\min(A)$: drops to 0 at the crossings",
     )
     ax = axes[1, 0]
     ax.plot(out["q"][:, 0], out["q"][:, 1])

@@ -243,7 +243,7 @@ def run(outdir, quick: bool = False) -> dict:
     with stopwatch() as sw:
         for key, (rate, floor) in weights.items():
             knots, err0, err, steps, ok = jax.block_until_ready(
-                _optimise(model, knots0, T, 200, jnp.asarray(rate), jnp.asarray(floor))
+                _optimise(model, knots0, T, 300, jnp.asarray(rate), jnp.asarray(floor))
             )
             q, qd, res = (np.asarray(a) for a in _trajectory(model, knots, T, ts))
             v = np.asarray(_speed(q, qd))
@@ -275,9 +275,10 @@ def run(outdir, quick: bool = False) -> dict:
         "model": "kinematic_car",
         "target_pose": list(TARGET),
         "control_knots": K,
+        "objective": dict(VARIANTS)["plain"],
         **public["plain"],
         "smooth_weights": {"steering_rate": RATE, "speed_floor": FLOOR, "v_min": V_MIN},
-        "smooth": public["smooth"],
+        "smooth": {"objective": dict(VARIANTS)["smooth"], **public["smooth"]},
         "wall_s": float(sw()),
         "figure": "trajectory_optimisation.png",
     }
