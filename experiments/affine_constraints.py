@@ -1,4 +1,6 @@
-r"""One elastic affine body under the constraints of seed 002, in 2D and 3D.
+r"""One elastic affine body under the constraints of Gołubowska, Kovalchuk & Sławianowski
+(*Constraints and symmetries in mechanics of affine motion*, Geometry, Integrability and
+Quantization XV, Varna 2013), in 2D and 3D.
 
 The same raw initial state — $\varphi_0$ a rotation, $\dot\varphi_0 = \Omega_0\varphi_0$ with
 $\Omega_0$ = spin + shear + dilatation — is run with a St Venant–Kirchhoff potential under:
@@ -7,7 +9,9 @@ rotation-free (vakonomic, $\mu_0 = 0$). $\varphi_0$ satisfies every holonomic co
 the velocity is projected onto each constraint's admissible velocities with
 `cx.consistent_initial_state` (the $W$-orthogonal projection). Figures: the deformed body
 (image of the unit circle / of the unit sphere projected on the $x$–$y$ plane) over time,
-and the invariants (energy drift, $\det\varphi$, spin $S$, constraint residual).
+and the invariants (energy drift, $\det\varphi$, spin $S$, constraint residual) on
+symmetric-log axes, on which a value that is exactly 0 is drawn at 0. SI units: mass
+1 kg, the inertia $J$ in kg m², energies in J, the spin $S$ in kg m²/s.
 
     python experiments/affine_constraints.py [--out DIR] [--quick]
 """
@@ -30,6 +34,7 @@ import numpy as np  # noqa: E402
 
 import constrax as cx  # noqa: E402
 from constrax import affine as af  # noqa: E402
+from constrax._showcase._common import log_axis_with_zeros  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
@@ -130,7 +135,12 @@ def run(outdir, quick: bool = False) -> dict:
     for n in dims:
         results = {case: _run_case(case, n, t1, n_save, rtol) for case in CASES}
         fig, axes = plt.subplots(
-            1, len(CASES), figsize=(3.0 * len(CASES), 3.2), sharex=True, sharey=True
+            1,
+            len(CASES),
+            figsize=(3.0 * len(CASES), 3.4),
+            sharex=True,
+            sharey=True,
+            layout="constrained",
         )
         snaps = np.linspace(0, n_save - 1, 6).astype(int)
         for ax, case in zip(axes, CASES, strict=True):
@@ -142,17 +152,23 @@ def run(outdir, quick: bool = False) -> dict:
                 ax.plot([0.0, phi[i][0, 0]], [0.0, phi[i][1, 0]], color=color, lw=0.8)
             ax.set_title(case, fontsize=9)
             ax.set_aspect("equal")
-        axes[0].legend(fontsize=6, loc="lower left")
+            ax.set_xlabel("x / reference radius")
+        axes[0].set_ylabel("y / reference radius")
         fig.suptitle(
             f"{n}D affine body: deformed shape over time (line: image of material axis a^1)"
         )
-        fig.tight_layout()
+        ts0 = np.asarray(results[CASES[0]][0])
+        times = plt.cm.ScalarMappable(
+            cmap=plt.cm.viridis, norm=plt.Normalize(float(ts0[snaps[0]]), float(ts0[snaps[-1]]))
+        )
+        fig.colorbar(times, ax=list(axes), label="t [s] (colour of the outlines)", shrink=0.9)
         path = os.path.join(outdir, f"affine_constraints_shapes_{n}d.png")
         fig.savefig(path, dpi=110)
         plt.close(fig)
         out["figures"].append(path)
 
-        fig, axes = plt.subplots(1, 4, figsize=(16, 3.4))
+        fig, axes = plt.subplots(1, 4, figsize=(16, 4.4), layout="constrained")
+        logged = {0: [], 2: [], 3: []}  # the symlog panels' series, case by case
         for case in CASES:
             ts, Q, resid, steps = results[case]
             E = np.asarray(Q["energy"])
@@ -166,18 +182,36 @@ def run(outdir, quick: bool = False) -> dict:
                 "num_steps": int(steps),
             }
             out["cases"][f"{n}d/{case}"] = metrics
-            tiny = 1e-17
-            axes[0].semilogy(ts, np.abs(E - E[0]) + tiny, label=case)
+            series = {
+                0: np.abs(E - E[0]),
+                2: np.max(np.abs(S - S[0]), axis=(1, 2)),
+                3: np.asarray(resid),
+            }
+            for i, y in series.items():
+                axes[i].plot(ts, y, label=case)
+                logged[i].append((case, y))
             axes[1].plot(ts, Q["det_phi"], label=case)
-            axes[2].semilogy(ts, np.max(np.abs(S - S[0]), axis=(1, 2)) + tiny, label=case)
-            axes[3].semilogy(ts, np.asarray(resid) + tiny, label=case)
-        titles = ("|E - E0|", "det phi", "max |S - S0|", "constraint residual")
-        for ax, title in zip(axes, titles, strict=True):
+        titles = (
+            ("energy drift", r"$|E(t) - E(0)|$ [J]"),
+            ("volume", r"$\det\varphi$ [1]"),
+            ("spin drift", r"$\max_{ij}|S_{ij}(t) - S_{ij}(0)|$ [kg m²/s]"),
+            ("constraint residual", "max |residual| (position and velocity rows)"),
+        )
+        for i, (ax, (title, ylabel)) in enumerate(zip(axes, titles, strict=True)):
             ax.set_title(title)
-            ax.set_xlabel("t")
-        axes[1].legend(fontsize=7)
+            ax.set_ylabel(ylabel)
+            ax.set_xlabel("t [s]")
+            if i in logged:
+                log_axis_with_zeros(ax, *(y for _, y in logged[i]))
+                zero = [c for c, y in logged[i] if not np.any(y)]
+                if zero:
+                    ax.text(
+                        0.98, 0.04, "exactly 0: " + ", ".join(zero), transform=ax.transAxes,
+                        ha="right", va="bottom", fontsize=7, color="0.3",
+                    )  # fmt: skip
+        handles, labels = axes[1].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncol=len(CASES), fontsize=8)
         fig.suptitle(f"{n}D affine body: invariants")
-        fig.tight_layout()
         path = os.path.join(outdir, f"affine_constraints_invariants_{n}d.png")
         fig.savefig(path, dpi=110)
         plt.close(fig)

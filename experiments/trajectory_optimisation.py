@@ -76,8 +76,12 @@ def run(outdir: str, quick: bool = False) -> dict:
     import matplotlib.pyplot as plt
 
     q = np.asarray(traj.q)
+    qd = np.asarray(traj.qd)
+    t = np.asarray(ts)
     u = np.asarray(jax.vmap(res.params["u"])(ts))
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    v = np.cos(q[:, 2]) * qd[:, 0] + np.sin(q[:, 2]) * qd[:, 1]  # speed along the blade
+    fig, axes = plt.subplots(2, 3, figsize=(13.5, 7.4))
+    ax1 = axes[0, 0]
     ax1.plot(q[:, 0], q[:, 1], "-", color="C0", label="contact point")
     idx = np.linspace(0, len(q) - 1, 25).astype(int)
     ax1.quiver(
@@ -92,23 +96,76 @@ def run(outdir: str, quick: bool = False) -> dict:
         color="C1",
         label="heading",
     )
-    ax1.plot([0, float(goal[0])], [0, float(goal[1])], "k*", ms=10, label="start / goal")
+    ax1.plot([0.0], [0.0], "ks", mfc="none", ms=9, label="start (rest)")
+    ax1.plot([float(goal[0])], [float(goal[1])], "ko", mfc="none", ms=11, label="goal (rest)")
     ax1.set_aspect("equal")
     ax1.set_xlabel("x [m]")
     ax1.set_ylabel("y [m]")
     ax1.set_title("knife edge moved sideways")
     ax1.margins(x=0.6)
     ax1.legend(fontsize=8, loc="lower right")
-    ax2.plot(ts, u[:, 0], label="push $u_1$ [N]")
-    ax2.plot(ts, u[:, 1], label="torque $u_2$ [N m]")
-    ax2.plot(res.params["u"].times, np.asarray(res.params["u"].knots), "k.", ms=4)
-    ax2.set_xlabel("t [s]")
-    ax2.set_title(f"controls ({N} knots, piecewise linear)")
-    ax2.legend(fontsize=8)
+    ax = axes[0, 1]
+    ax.plot(t, q[:, 0], label="x")
+    ax.plot(t, q[:, 1], label="y")
+    ax.plot([T, T], [float(goal[0]), float(goal[1])], "ko", mfc="none", ms=8, label="goal")
+    ax.set(xlabel="t [s]", ylabel="position [m]", title="position of the contact point")
+    ax.legend(fontsize=8)
+    ax = axes[0, 2]
+    ax.plot(t, np.degrees(q[:, 2]), color="C1")
+    ax.plot([T], [np.degrees(float(goal[2]))], "ko", mfc="none", ms=8, label="goal")
+    ax.set(xlabel="t [s]", ylabel=r"heading $\theta$ [deg]", title=r"heading $\theta(t)$")
+    ax.legend(fontsize=8)
+    ax = axes[1, 0]
+    ax.plot(t, v, label=r"speed along the blade $v$ [m/s]")
+    ax.plot(t, qd[:, 2], label=r"turning rate $\dot\theta$ [rad/s]")
+    ax.axhline(0.0, color="k", lw=0.6)
+    ax.set(
+        xlabel="t [s]",
+        ylabel="v [m/s], $\\dot\\theta$ [rad/s]",
+        title="velocities (rest at both ends)",
+    )
+    ax.legend(fontsize=8)
+    ax = axes[1, 1]
+    ax.plot(t, u[:, 0], label="push $u_1$ [N]")
+    ax.plot(t, u[:, 1], label="torque $u_2$ [N m]")
+    ax.plot(res.params["u"].times, np.asarray(res.params["u"].knots), "k.", ms=4)
+    ax.set(
+        xlabel="t [s]",
+        ylabel="$u_1$ [N], $u_2$ [N m]",
+        title=f"controls ({N} knots, piecewise linear)",
+    )
+    ax.legend(fontsize=8)
+    ax = axes[1, 2]
+    ax.axis("off")
+    ax.text(
+        0.0,
+        0.95,
+        "\n".join(
+            [
+                "what the optimiser found",
+                "",
+                f"terminal error max |q(T) - q*|, |qd(T)|: {np.max(np.abs(err)):.1e}",
+                f"largest |constraint residual|: {residual:.1e} m/s",
+                f"effort integral of |u|^2 dt: {effort:.3g}",
+                f"Levenberg-Marquardt steps: {res.num_steps}, loss {float(res.loss):.3g}",
+                f"speed along the blade: {v.min():+.2f} to {v.max():+.2f} m/s",
+                "  (negative: moving backwards)",
+                f"heading: {np.degrees(q[:, 2]).min():.0f} to {np.degrees(q[:, 2]).max():.0f} deg",
+                "",
+                "The blade cannot slip sideways, so it reaches",
+                "the goal 1 m to its side along an S, turning",
+                "away and back while it rolls along its blade.",
+            ]
+        ),
+        va="top",
+        family="monospace",
+        fontsize=8.5,
+        transform=ax.transAxes,
+    )
     fig.tight_layout()
     os.makedirs(outdir, exist_ok=True)
     path = os.path.join(outdir, "trajectory_optimisation.png")
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
     return {
         "terminal_error_max": float(np.max(np.abs(err))),

@@ -81,6 +81,11 @@ def test_showcase_figures_are_sane(quick_run):
     to = s["trajectory_optimisation"]
     assert to["terminal_error"] < 1e-4 < to["terminal_error_initial"]
     assert to["max_velocity_residual"] < 1e-6
+    # The speed-floor variant reaches the target without driving backwards; the reported
+    # speeds are measured on the saved motion, independently of the penalty's value.
+    sm = to["smooth"]
+    assert sm["terminal_error"] < 1e-3 and sm["max_velocity_residual"] < 1e-6
+    assert sm["min_forward_speed"] > 0 and sm["reversing_s"] == 0.0
     br = s["batched_rollouts"]
     assert br["success_fraction"] == 1.0 and br["env_steps_per_s"] > 0
     assert br["env_steps"] == br["batch"] * round(br["horizon_s"] / br["dt_env"])
@@ -100,3 +105,25 @@ def test_unknown_section_is_an_error(capsys):
     with pytest.raises(SystemExit):
         main(["--sections", "nope", "--out", "unused"])
     assert "unknown showcase section 'nope'" in capsys.readouterr().err
+
+
+def test_log_axis_with_zeros_draws_exact_zeros_at_zero():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from constrax._showcase._common import log_axis_with_zeros, zero_note
+
+    fig, (ax1, ax2) = plt.subplots(1, 2)
+    zeros, small = np.zeros(5), np.array([0.0, 1e-14, 3e-12, 1e-10, 2e-9])
+    log_axis_with_zeros(ax1, zeros, small)
+    assert ax1.get_yscale() == "symlog"
+    lo, hi = ax1.get_ylim()
+    assert lo < 0.0 < 1e-14 and hi >= 2e-9  # 0 and every positive value are on the axis
+    assert 0.0 in ax1.get_yticks()
+    log_axis_with_zeros(ax2, zeros, np.array([0.5, 1.5]))  # < 2 decades: linear from 0
+    assert ax2.get_yscale() == "linear" and ax2.get_ylim()[0] < 0.0 < 0.5
+    assert zero_note("a", zeros) == "a (exactly 0)" and zero_note("b", small) == "b"
+    plt.close(fig)

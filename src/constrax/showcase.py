@@ -2,14 +2,16 @@ r"""`python -m constrax.showcase [--out DIR] [--quick]`: constrax on its built-i
 
 Runs, in order, and on the models of `constrax.models` only:
 
-1. d'Alembert vs vakonomic: the same nonholonomic system under both prescriptions
-   (Sławianowski et al. 2013): different motions, zero vs non-zero reaction power, conserved energy
-   vs conserved effective energy.
-2. the snake cart (Briggs 2016, §1.2) driven through its singular configurations
+1. d'Alembert vs vakonomic: the same nonholonomic system under both prescriptions:
+   different motions, zero vs non-zero virtual work of the reactions on admissible
+   displacements, both conserving the energy here.
+2. the snake cart (J. Briggs, *Degeneracy of velocity constraints in rigid body
+   systems*, 2016, §1.2) driven through its singular configurations
    $\phi = \pm\pi/2$, where the constraint distribution drops rank;
 3. a ball rolling on a turntable: its closed (circular) orbit;
 4. a parameter identification by gradient through whole trajectories;
-5. a trajectory optimisation of the controls of a nonholonomic vehicle;
+5. a trajectory optimisation of the controls of a nonholonomic vehicle, with and
+   without a steering-rate penalty and a forward-speed floor;
 6. a batched Monte-Carlo rollout (thousands of snake carts with random steering),
    sharded over every visible device, with its throughput.
 

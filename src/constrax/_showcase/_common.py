@@ -69,3 +69,35 @@ def simulate_model(model, ts, params=None, *, t1=None, tol: float = 1e-10, **kwa
         stepsize_controller=diffrax.PIDController(rtol=tol, atol=tol),
         **kwargs,
     )
+
+
+def log_axis_with_zeros(ax, *arrays, decades_below: int = 1) -> None:
+    """A logarithmic y-axis on which exact zeros are drawn at 0, not at a fake floor.
+
+    Sets a symmetric-log scale whose linear part ends a decade (`decades_below`) under the
+    smallest non-zero value in `arrays`: every positive value is on the log scale and a
+    value that is exactly 0 sits on the tick labelled 0. When the non-zero values span
+    less than two decades, the axis stays linear (from 0).
+    """
+    import numpy as np
+
+    vals = np.concatenate([np.abs(np.ravel(np.asarray(a, dtype=float))) for a in arrays])
+    pos = vals[vals > 0]
+    if pos.size and pos.max() < 100 * pos.min():  # under two decades: a linear axis says it
+        ax.set_ylim(-0.03 * pos.max(), 1.1 * pos.max())
+        return
+    smallest = pos.min() if pos.size else 1e-16
+    linthresh = 10.0 ** (np.floor(np.log10(smallest)) - decades_below)
+    ax.set_yscale("symlog", linthresh=linthresh, linscale=0.3)
+    lo = int(np.log10(linthresh))
+    hi = int(np.ceil(np.log10(pos.max()))) if pos.size else lo + 1
+    step = max(1, int(np.ceil((hi - lo) / 6)))
+    ax.set_yticks([0.0] + [10.0**k for k in range(hi, lo, -step)][::-1])
+    ax.set_ylim(-0.5 * linthresh, 10.0**hi)  # a zero line stays visible above the frame
+
+
+def zero_note(label: str, values) -> str:
+    """`label`, with " (exactly 0)" appended when every value is exactly zero."""
+    import numpy as np
+
+    return f"{label} (exactly 0)" if not np.any(np.asarray(values)) else label

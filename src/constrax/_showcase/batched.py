@@ -1,4 +1,6 @@
-r"""Batched Monte-Carlo rollouts: many snake carts (Briggs 2016, §1.2) with random steering.
+r"""Batched Monte-Carlo rollouts: many snake carts with random steering
+(the snake cart of J. Briggs, *Degeneracy of velocity constraints in rigid body systems*,
+2016, §1.2).
 
 Each cart starts at the origin heading along $x$ with a random speed $v_0$, steering angle
 $\phi_0$ and steering rate, on the admissible velocities
@@ -135,8 +137,13 @@ def run(outdir, quick: bool = False, *, batch: int | None = None, progress_bar: 
         xlabel="x [m]", ylabel="y [m]", title=f"snake carts, random steering ({min(B, 60)} shown)"
     )
     ax1.set_aspect("equal", adjustable="datalim")
-    ax2.hist2d(final_xy[:, 0], final_xy[:, 1], bins=40, cmap="viridis")
-    ax2.set(xlabel="x(T) [m]", ylabel="y(T) [m]", title=f"final positions of {good.sum()} carts")
+    *_, image = ax2.hist2d(final_xy[:, 0], final_xy[:, 1], bins=40, cmap="viridis")
+    fig.colorbar(image, ax=ax2, label="carts per bin")
+    ax2.set(
+        xlabel="x(T) [m]",
+        ylabel="y(T) [m]",
+        title=f"final positions of {good.sum()} carts at T = {T:g} s (40 × 40 bins)",
+    )
     fig.tight_layout()
     fig.savefig(outpath(outdir, "batched_rollouts.png"), dpi=110)
     plt.close(fig)

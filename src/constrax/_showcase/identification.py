@@ -1,13 +1,15 @@
 r"""Parameter identification by gradient through whole constrained trajectories.
 
-The Chaplygin sleigh (`models.chaplygin_sleigh`, Bloch §1.7): a knife edge with the
+The Chaplygin sleigh (`models.chaplygin_sleigh`; Bloch, *Nonholonomic Mechanics and
+Control*, 2003, §1.7): a knife edge with the
 centre of mass a distance $a$ ahead of it, inertia $I$. From noisy observations of the
 pose $(x, y, \theta)$ (noise $\sigma$) along one trajectory from a known initial state, fit
 $(a, I)$ by Levenberg–Marquardt (`optimistix`) on the residuals
 $r = (q(t_k; a, I) - y_k)/\sigma$; the Jacobian $\partial q(t_k)/\partial(a, I)$ comes from
 forward-mode differentiation through `cx.simulate`. The Gauss–Newton covariance
 $(J^\top J)^{-1}$ gives the standard errors, and the estimate must fall within a few of
-them of the truth.
+them of the truth. The figure shows the data and fit, the residuals in units of the
+noise, and the fitted values with their standard errors against the truth.
 """
 
 import json
@@ -74,15 +76,52 @@ def run(outdir, quick: bool = False) -> dict:
     start = _positions(model, guess, ts)
 
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(5.5, 4.2))
-    ax.plot(np.asarray(ys[:, 0]), np.asarray(ys[:, 1]), "k.", ms=4, label="observations")
-    ax.plot(np.asarray(start[:, 0]), np.asarray(start[:, 1]), "--", label="initial guess")
-    ax.plot(np.asarray(fitted[:, 0]), np.asarray(fitted[:, 1]), label="fitted")
-    ax.set(xlabel="x [m]", ylabel="y [m]", title="Chaplygin sleigh: identify (a, I)")
-    ax.set_aspect("equal", adjustable="datalim")
-    ax.legend(fontsize=8)
+    fig, (ax1, ax2, ax3) = plt.subplots(
+        1, 3, figsize=(14, 4.3), gridspec_kw={"width_ratios": [1.1, 1.2, 1.0]}
+    )
+    ax1.plot(np.asarray(ys[:, 0]), np.asarray(ys[:, 1]), "k.", ms=4, label="observations")
+    ax1.plot(np.asarray(start[:, 0]), np.asarray(start[:, 1]), "--", label="initial guess")
+    ax1.plot(np.asarray(fitted[:, 0]), np.asarray(fitted[:, 1]), label="fitted")
+    ax1.set(xlabel="x [m]", ylabel="y [m]", title="Chaplygin sleigh: identify (a, I)")
+    ax1.set_aspect("equal", adjustable="datalim")
+    ax1.legend(fontsize=8)
+    # Residuals at the fit in units of the noise: structure-free and about 1 if the model
+    # explains the data down to the noise.
+    rn = np.asarray(r).reshape(ys.shape)
+    for j, name in enumerate(("x", "y", r"\theta")):
+        ax2.plot(np.asarray(ts), rn[:, j], "o-", ms=3, lw=0.7, label=rf"${name}$")
+    ax2.axhspan(-2, 2, color="0.92", label=r"$\pm 2$")
+    ax2.axhline(0.0, color="k", lw=0.6)
+    ax2.set(
+        xlabel="t [s]",
+        ylabel=r"(model $-$ data) / $\sigma$",
+        title=rf"residuals at the fit ($\sigma$ = {sigma:g} m, rad); RMS "
+        f"{np.sqrt(np.mean(rn**2)):.2f}",
+    )
+    ax2.legend(fontsize=8, ncol=4)
+    # Fitted values with their Gauss-Newton standard errors, relative to the truth.
+    names, units = ("a", "I"), ("m", "kg m²")
+    rel = 100 * (np.asarray(theta) / np.asarray(truth) - 1)
+    rel_se = 100 * se / np.asarray(truth)
+    xs = np.arange(2)
+    ax3.errorbar(xs, rel, yerr=2 * rel_se, fmt="none", ecolor="C0", elinewidth=1, capsize=6)
+    ax3.errorbar(xs, rel, yerr=rel_se, fmt="o", color="C0", elinewidth=3, capsize=0,
+                 label=r"fit $\pm 1\sigma$ (thick), $\pm 2\sigma$ (thin)")  # fmt: skip
+    ax3.axhline(0.0, color="k", lw=0.8, ls="--", label="truth")
+    for i, (n, u) in enumerate(zip(names, units, strict=True)):
+        ax3.annotate(
+            f"{n} = {float(theta[i]):.5f}\n± {se[i]:.5f} {u}\n(true {TRUE[n]:g})",
+            (xs[i], rel[i] + 2 * rel_se[i]), xytext=(0, 6), textcoords="offset points",
+            ha="center", va="bottom", fontsize=8,
+        )  # fmt: skip
+    lim = 1.6 * np.max(np.abs(rel) + 2 * rel_se)
+    ax3.set_ylim(-lim, 1.8 * lim)
+    ax3.set_xlim(-0.6, 1.6)
+    ax3.set_xticks(xs, [f"{n} [{u}]" for n, u in zip(names, units, strict=True)])
+    ax3.set(ylabel="fitted / true − 1 [%]", title="fitted values (Gauss–Newton std. errors)")
+    ax3.legend(fontsize=7, loc="lower center")
     fig.tight_layout()
-    fig.savefig(outpath(outdir, "parameter_identification.png"), dpi=110)
+    fig.savefig(outpath(outdir, "parameter_identification.png"), dpi=100)
     plt.close(fig)
 
     summary = {
