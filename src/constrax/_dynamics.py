@@ -148,8 +148,15 @@ def _step(
 
 
 def default_consistency_rtol(dtype) -> float:
-    """Default relative tolerance of the acceleration-level residual (`inconsistent`)."""
-    return float(100 * np.sqrt(np.finfo(dtype).eps))
+    """Default relative tolerance of the acceleration-level residual (`inconsistent`): 1 %.
+
+    Contradicting rows at a singular configuration miss by a finite fraction of the rows'
+    scale (11 % for the snake cart state of the docs page "The saddle-point solve"); the
+    drift of an unstabilised integration through a singular configuration leaves
+    $10^{-5}$–$10^{-4}$ (snake cart, rtol $10^{-10}$). A dtype's rounding is far below both.
+    """
+    del dtype
+    return 1e-2
 
 
 def inconsistent(A, qdd, b, rtol) -> tuple[Array, Array]:
