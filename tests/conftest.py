@@ -3,7 +3,8 @@ import os
 import jax
 import pytest
 
-jax.config.update("jax_enable_x64", True)
+# float64 unless CONSTRAX_TEST_X64=0 (CI runs tests/test_float32.py that way too).
+jax.config.update("jax_enable_x64", os.environ.get("CONSTRAX_TEST_X64", "1") != "0")
 jax.config.update("jax_numpy_dtype_promotion", "standard")
 # Cache compiled XLA programs across test processes (pytest-xdist workers, reruns).
 _default_cache = os.path.join(os.path.dirname(__file__), ".jax_cache")
