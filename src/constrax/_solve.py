@@ -9,16 +9,17 @@ $$W\ddot q = f + A^\top\lambda, \qquad A\ddot q = b.$$
 * `UdwadiaKalaba`: Gauss's principle of least constraint,
   $\ddot q = a + W^{-1/2}(AW^{-1/2})^+(b - Aa)$, $a = W^{-1}f$ (Briggs 2016, §1.2 motivates
   it). A Cholesky of $W_a = W + \kappa A^\top A$ (positive definite whenever $W$ is on
-  $\ker A$; it leaves $\ddot q$ and $\lambda$ unchanged because $A\ddot q = b$) and an SVD
-  pseudoinverse of the $m\times n$ matrix $B = AL^{-\top}$ with a relative cutoff. The
-  accelerations are unique even where $A$ loses rank or rows are redundant; the
-  multipliers returned are then the minimum-norm ones, and the rank is reported.
-  Costs one Cholesky ($\tfrac13 n^3$) plus an SVD ($O(mn^2)$); the pseudoinverse has a
-  custom JVP (Golub–Pereyra), so gradients stay finite at rank-deficient points.
-* `AutoSolver`: the KKT path, switching to `UdwadiaKalaba` (via `lax.cond`) at points
-  where the KKT pivots say the saddle matrix is numerically singular. Under `vmap` a
-  `cond` evaluates both branches, so batched code pays for both: pick `KKT` for
-  batched rollouts of systems known to be regular.
+  $\ker A$; it leaves $\ddot q$ and $\lambda$ unchanged because $A\ddot q = b$) and a
+  thresholded pseudoinverse of the $m\times m$ Schur complement $S = AW_a^{-1}A^\top$ from
+  its eigendecomposition. The accelerations are unique even where $A$ loses rank or rows
+  are redundant; the multipliers returned are then the minimum-norm ones, and the rank is
+  reported. Costs one Cholesky ($\tfrac13 n^3$) plus an $m\times m$ eigendecomposition;
+  the pseudoinverse has a custom JVP (Golub–Pereyra), so gradients stay finite at
+  rank-deficient points.
+* `AutoSolver` (the default): the KKT path, switching to `UdwadiaKalaba` at points where
+  the KKT pivots say the saddle matrix is numerically singular. The switch is one
+  `lax.cond` on whether *any* batch element is singular, so under `vmap` a batch of
+  regular states costs what `KKT` costs.
 """
 
 import abc

@@ -66,9 +66,8 @@ class IdentificationProblem(AbstractProblem):
       (measured: 3e-13 relative on the snake-cart identification of `benchmarks/`, 0.4%
       for a knife-edge trajectory problem with piecewise-linear controls and 200 steps)
       and it integrates backwards in time, which strongly dissipative systems do not
-      tolerate. Pick `cx.KKT()` for systems known to stay regular: multiple
-      shooting `vmap`s the segments, and under `vmap` the `AutoSolver` pays for both of
-      its branches. With `diffrax.ForwardMode()` the least-squares Jacobians (and optax
+      tolerate. Multiple shooting `vmap`s the segments; the default `AutoSolver` then
+      costs what `cx.KKT()` costs except in steps where some segment is singular. With `diffrax.ForwardMode()` the least-squares Jacobians (and optax
       gradients) use forward mode — the fast choice for a few parameters and many
       residuals — otherwise reverse mode.
 
@@ -240,7 +239,7 @@ class IdentificationProblem(AbstractProblem):
             return obs.residuals(pred, index, valid), traj.q[-1], traj.qd[-1]
 
         args = (q0s, qd0s, layout.starts, layout.ends, layout.save_ts, layout.index, layout.valid)
-        if S == 1:  # no vmap: keeps `AutoSolver`'s lax.cond a cond (vmap runs both branches)
+        if S == 1:  # one segment: no vmap needed
             r, q_end, qd_end = jax.tree.map(lambda x: x[None], segment(*(a[0] for a in args)))
         else:
             r, q_end, qd_end = jax.vmap(segment)(*args)
