@@ -67,7 +67,8 @@ class IdentificationProblem(AbstractProblem):
       for a knife-edge trajectory problem with piecewise-linear controls and 200 steps)
       and it integrates backwards in time, which strongly dissipative systems do not
       tolerate. Multiple shooting `vmap`s the segments; the default `AutoSolver` then
-      costs what `cx.KKT()` costs except in steps where some segment is singular. With `diffrax.ForwardMode()` the least-squares Jacobians (and optax
+      costs what `cx.KKT()` costs except in steps where some segment is singular. With
+      `diffrax.ForwardMode()` the least-squares Jacobians (and optax
       gradients) use forward mode — the fast choice for a few parameters and many
       residuals — otherwise reverse mode.
 
