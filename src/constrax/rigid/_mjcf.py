@@ -634,13 +634,13 @@ def _equality_constraints(m, mujoco, tree) -> list[AbstractConstraint]:
                 def g(t, q, p, b1=b1, b2=b2, a1=a1, a2=a2, rel=rel):
                     xpos, xmat = tree.frames(q)
                     dpos = xpos[b1] + xmat[b1] @ a1 - xpos[b2] - xmat[b2] @ a2
-                    # MuJoCo's orientation error vec(conj(q2) * q1 * relpose), in matrices:
-                    # the rotation R2^T R1 Rrel must be the identity; its vee part vanishes.
-                    Rerr = xmat[b2].T @ xmat[b1] @ quaternion_to_rotation(rel.astype(q.dtype))
-                    werr = 0.5 * jnp.stack(
-                        [Rerr[2, 1] - Rerr[1, 2], Rerr[0, 2] - Rerr[2, 0], Rerr[1, 0] - Rerr[0, 1]]
-                    )
-                    return jnp.concatenate([dpos, werr])
+                    # MuJoCo's orientation error vec(conj(q2) * q1 * relpose) (up to the sign
+                    # of the quaternion), from the rotation E = R2^T R1 Rrel:
+                    # vec = (E - E^T)^vee / (2 sqrt(1 + tr E)), zero iff E = I (|angle| < pi).
+                    E = xmat[b2].T @ xmat[b1] @ quaternion_to_rotation(rel.astype(q.dtype))
+                    skew = jnp.stack([E[2, 1] - E[1, 2], E[0, 2] - E[2, 0], E[1, 0] - E[0, 1]])
+                    vec = 0.5 * skew / jnp.sqrt(1.0 + jnp.trace(E))
+                    return jnp.concatenate([dpos, vec])
 
                 out.append(Holonomic(g, name=f"{label}.weld"))
         else:
