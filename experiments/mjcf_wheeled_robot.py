@@ -4,8 +4,9 @@ MuJoCo's frictional soft-contact simulation of the same file.
     python experiments/mjcf_wheeled_robot.py [--out DIR] [--quick]
 
 The robot: a chassis on a free joint, two motor-driven wheels (thin cylinder geoms, 2 mm
-half-width, on hinge axles) and a frictionless caster ball (`condim="1"` with `priority="1"`, so that its contact with
-the floor is frictionless: MuJoCo otherwise takes the larger `condim` of the pair). constrax imports the file with
+half-width, on hinge axles) and a frictionless caster ball (`condim="1"` with
+`priority="1"`, so that its contact with the floor is frictionless: MuJoCo otherwise takes
+the larger `condim` of the pair). constrax imports the file with
 `cx.rigid.from_mjcf(..., ignore=("contacts",))` and replaces MuJoCo's contacts by exact
 constraints built from the same geoms: `cx.rigid.rolling_contact` for each wheel (contact
 height + no slip) and `cx.rigid.plane_contact` for the caster. Both simulations start from
