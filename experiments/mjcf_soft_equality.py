@@ -8,7 +8,9 @@ on, released from rest at `qpos0` (where every equality holds). MuJoCo (RK4, 1 m
 `solref`/`solimp`) keeps the equalities with a stiff spring-damper, so they are violated
 while forces act; constrax imposes them as exact `cx.Holonomic` rows. Reported: the largest
 violation along each trajectory (MuJoCo's own `efc_pos` of the equality rows for MuJoCo,
-the rows' residuals for constrax) and the largest difference of the two trajectories.
+the rows' residuals for constrax; per equality for MuJoCo: the weld's orientation rows are
+MuJoCo's vec(conj(q2) q1 relpose), i.e. sin(angle/2) about the error axis) and the largest
+difference of the two trajectories.
 """
 
 import argparse
@@ -72,6 +74,7 @@ def run(quick: bool = False) -> dict:
     steps = int(round(t1 / m.opt.timestep))
     every = 10
     qpos, viol = [data.qpos.copy()], [0.0]
+    per_row = np.zeros(10)  # connect (3), weld position (3), weld orientation (3), joint (1)
     for k in range(1, steps + 1):
         mujoco.mj_step(m, data)
         if k % every == 0:
@@ -79,6 +82,7 @@ def run(quick: bool = False) -> dict:
             rows = data.efc_type == int(mujoco.mjtConstraint.mjCNSTR_EQUALITY)
             qpos.append(data.qpos.copy())
             viol.append(float(np.max(np.abs(data.efc_pos[rows]))))
+            per_row = np.maximum(per_row, np.abs(data.efc_pos[rows]))
     qpos = np.array(qpos)
     ts = m.opt.timestep * every * np.arange(len(qpos))
 
@@ -103,6 +107,10 @@ def run(quick: bool = False) -> dict:
     return dict(
         t1=float(t1),
         mujoco_max_equality_violation=float(max(viol)),
+        mujoco_max_connect_violation_m=float(per_row[0:3].max()),
+        mujoco_max_weld_position_violation_m=float(per_row[3:6].max()),
+        mujoco_max_weld_orientation_violation=float(per_row[6:9].max()),
+        mujoco_max_joint_coupling_violation_rad=float(per_row[9]),
         constrax_max_equality_violation=float(np.max(np.abs(res.position))),
         max_qpos_difference=float(np.max(np.abs(ours - qpos))),
         mujoco_solref=[float(x) for x in m.eq_solref[0]],
