@@ -114,7 +114,7 @@ def bench_model(mujoco, mjx, m, batches, repeats: int) -> dict:
         mjx_single = jax.jit(mjx_forward)
         mjx_batched = jax.jit(jax.vmap(mjx_forward))
 
-    for B in batches:
+    def run_case(B):
         qpos, qvel, ctrl = _states(m, imported, B)
         q, qd = imported.from_mujoco_state(qpos, qvel)
         q, qd, u = jnp.asarray(q), jnp.asarray(qd), jnp.asarray(ctrl)
@@ -164,8 +164,10 @@ def bench_model(mujoco, mjx, m, batches, repeats: int) -> dict:
         row["max_rel_err_qacc_vs_c"] = float(
             np.max(np.abs(np.asarray(qacc) - data.qacc)) / np.max(np.abs(data.qacc))
         )
-        out["cases"].append(row)
         print(json.dumps(row), flush=True)
+        return row
+
+    out["cases"] = [run_case(B) for B in batches]
     return out
 
 
