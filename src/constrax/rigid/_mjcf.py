@@ -27,9 +27,9 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._constraints import AbstractConstraint, Holonomic
-from .._system import System
+from .._system import System, mass_matrix
 from ._body import RigidBody
-from ._contacts import Disk, Sphere
+from ._contacts import Disk, Sphere, body_constraints
 from ._orientation import Quaternion
 from ._so3 import quaternion_multiply, quaternion_to_rotation
 
@@ -315,6 +315,16 @@ class MJCFSystem(eqx.Module):
     MuJoCo's accelerations are `qacc` $= J\ddot q + \dot J\dot q$ (`mujoco_acceleration`)
     and its mass matrix $G^\top W G$, $G = \partial\dot q/\partial\,$`qvel`
     (`mujoco_mass_matrix`).
+
+    **Example:**
+
+    ```python
+    imported = cx.rigid.from_mjcf(m)  # m: a mujoco.MjModel
+    q, qd = imported.from_mujoco_state(data.qpos, data.qvel)
+    p = dict(imported.params, ctrl=jnp.asarray(data.ctrl))
+    qdd = cx.accelerations(imported.system, 0.0, q, qd, p).qdd
+    imported.mujoco_acceleration(q, qd, qdd)  # MuJoCo's data.qacc after mj_forward
+    ```
     """
 
     system: System
@@ -381,8 +391,6 @@ class MJCFSystem(eqx.Module):
         r"""The mass matrix in MuJoCo's velocity coordinates, $G^\top W G$ with
         $W = \partial^2L/\partial\dot q^2$ and $G = \partial\dot q/\partial\,$`qvel` (compare
         with `mujoco.mj_fullM`)."""
-        from .._system import mass_matrix
-
         p = self.params if p is None else p
         q = jnp.asarray(q)
         W = mass_matrix(self.system, 0.0, q, jnp.zeros_like(q), p)
@@ -445,8 +453,6 @@ class MJCFSystem(eqx.Module):
 
         **Example:** `imported.with_constraints(cx.rigid.rolling_contact(body, shape))`.
         """
-        from ._contacts import body_constraints
-
         extra = body_constraints(*constraints)
         system = System(
             self.system.lagrangian, (*self.system.constraints, *extra), self.system.force
