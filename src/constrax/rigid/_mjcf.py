@@ -53,13 +53,23 @@ def _quaternion_rate(x, omega):
     return 0.5 * quaternion_multiply(x, jnp.concatenate([jnp.zeros(1, x.dtype), omega]))
 
 
+def _mm(A, B):
+    """`A @ B` for (batches of) 3x3 matrices."""
+    return jnp.einsum("...ij,...jk->...ik", A, B)
+
+
+def _mv(A, x):
+    """`A @ x` for (batches of) 3x3 matrices and 3-vectors."""
+    return jnp.einsum("...ij,...j->...i", A, x)
+
+
 def _axis_angle_matrix(axis, angle):
     """Rotation by `angle` about the unit vector `axis` (Rodrigues)."""
     K = jnp.array(
         [[0.0, -axis[2], axis[1]], [axis[2], 0.0, -axis[0]], [-axis[1], axis[0], 0.0]],
         dtype=axis.dtype,
     )
-    return jnp.eye(3, dtype=axis.dtype) + jnp.sin(angle) * K + (1.0 - jnp.cos(angle)) * (K @ K)
+    return jnp.eye(3, dtype=axis.dtype) + jnp.sin(angle) * K + (1.0 - jnp.cos(angle)) * _mm(K, K)
 
 
 def _rotation_np(quat) -> np.ndarray:
@@ -114,24 +124,24 @@ class KinematicTree(eqx.Module):
         xmat = [jnp.eye(3, dtype=dtype)]
         for b in range(1, len(self.parent)):
             pp = self.parent[b]
-            pos = xpos[pp] + xmat[pp] @ self.body_pos[b].astype(dtype)
-            R = xmat[pp] @ self.body_rot[b].astype(dtype)
+            pos = xpos[pp] + _mv(xmat[pp], self.body_pos[b].astype(dtype))
+            R = _mm(xmat[pp], self.body_rot[b].astype(dtype))
             for typ, j, a in self.body_joints[b]:
                 if typ == _FREE:
                     pos = q[a : a + 3]
                     R = quaternion_to_rotation(q[a + 3 : a + 7])
                 elif typ == _SLIDE:
                     axis = self.jnt_axis[j].astype(dtype)
-                    pos = pos + R @ axis * (q[a] - self.qpos0[a])
+                    pos = pos + _mv(R, axis) * (q[a] - self.qpos0[a])
                 else:
                     anchor = self.jnt_pos[j].astype(dtype)
-                    world_anchor = pos + R @ anchor
+                    world_anchor = pos + _mv(R, anchor)
                     if typ == _BALL:
-                        R = R @ quaternion_to_rotation(q[a : a + 4])
+                        R = _mm(R, quaternion_to_rotation(q[a : a + 4]))
                     else:
                         angle = q[a] - self.qpos0[a]
-                        R = R @ _axis_angle_matrix(self.jnt_axis[j].astype(dtype), angle)
-                    pos = world_anchor - R @ anchor
+                        R = _mm(R, _axis_angle_matrix(self.jnt_axis[j].astype(dtype), angle))
+                    pos = world_anchor - _mv(R, anchor)
             xpos.append(pos)
             xmat.append(R)
         return jnp.stack(xpos), jnp.stack(xmat)
@@ -139,8 +149,8 @@ class KinematicTree(eqx.Module):
     def inertial_frames(self, q):
         """Centres of mass `(nbody, 3)` and principal frames `(nbody, 3, 3)` in the world."""
         xpos, xmat = self.frames(q)
-        com = xpos + jnp.einsum("bij,bj->bi", xmat, self.body_ipos.astype(q.dtype))
-        return com, jnp.einsum("bij,bjk->bik", xmat, self.body_irot.astype(q.dtype))
+        com = xpos + _mv(xmat, self.body_ipos.astype(q.dtype))
+        return com, _mm(xmat, self.body_irot.astype(q.dtype))
 
     def qvel(self, q: Float[Array, " nq"], qd: Float[Array, " nq"]) -> Float[Array, " nv"]:
         r"""MuJoCo's `qvel` from $(q, \dot q)$: hinge/slide rates as they are; a ball
@@ -789,7 +799,7 @@ def from_mjcf(
 
     def lagrangian(t, q, qd, p):
         (com, R), (comd, Rd) = jax.jvp(tree.inertial_frames, (q,), (qd,))
-        A = jnp.einsum("bji,bjk->bik", R, Rd)  # R^T Rdot = hat(Omega)
+        A = _mm(jnp.swapaxes(R, -1, -2), Rd)  # R^T Rdot = hat(Omega)
         Om = 0.5 * jnp.stack(
             [A[:, 2, 1] - A[:, 1, 2], A[:, 0, 2] - A[:, 2, 0], A[:, 1, 0] - A[:, 0, 1]], -1
         )
