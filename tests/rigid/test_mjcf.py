@@ -238,9 +238,8 @@ def test_equality_rows_equal_mujocos_constraint_positions():
     m.opt.disableflags |= int(D.mjDSBL_CONTACT)
     imported = cx.rigid.from_mjcf(m)
     names = [c.name for c in imported.system.constraints]
-    assert names == ["box.orientation", "loop.connect", "glue.weld", "couple.joint"] or names[
-        1:
-    ] == ["loop.connect", "glue.weld", "couple.joint"]
+    assert names[0].endswith(".orientation")  # the box's free-joint quaternion
+    assert names[1:] == ["loop.connect", "glue.weld", "couple.joint"]
     eq_rows = jax.jit(
         lambda q: jnp.concatenate(
             [c.position_residual(0.0, q, imported.params) for c in imported.system.constraints[1:]]
@@ -249,8 +248,6 @@ def test_equality_rows_equal_mujocos_constraint_positions():
     data = mujoco.MjData(m)
     rng = np.random.default_rng(3)
     box = imported.body_names.index("box")
-    weld = list(imported.system.constraints[1:]).index(imported.system.constraints[2])
-    assert weld == 1
     for _ in range(5):
         data.qpos[:] = np.array(m.qpos0) + 0.3 * rng.normal(size=m.nq)
         mujoco.mj_forward(m, data)

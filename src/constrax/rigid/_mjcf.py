@@ -311,7 +311,8 @@ class MJCFSystem(eqx.Module):
     - `params`: the parameter pytree `p` (see `from_mjcf`); differentiable.
     - `tree`: the `KinematicTree`.
     - `coordinates`: names of the entries of `q` (`"<joint>"` for hinge/slide,
-      `"<joint>.x"`, ..., `"<joint>.qw"`, ... for free/ball joints).
+      `"<joint>.x"`, ..., `"<joint>.qw"`, ... for free/ball joints; an unnamed joint is
+      `"joint<id>"`).
     - `dofs`: names of the entries of MuJoCo's `qvel`.
     - `body_names`, `joint_names`, `geom_names`, `actuator_names`: MuJoCo's names, by id
       (`""` where unnamed).
