@@ -23,6 +23,7 @@ from .._custom_types import Params
 from .._prescriptions import AbstractPrescription, DAlembert
 from .._simulate import simulate
 from .._solve import AbstractConstraintSolver, AutoSolver
+from .._stabilisation import AbstractStabilisation
 from .._system import System, check_state
 from ._checkpoint import config_hash
 from ._observations import Observations
@@ -58,7 +59,7 @@ class IdentificationProblem(AbstractProblem):
     - `shooting`: `cx.fit.SingleShooting()` (default) or `cx.fit.MultipleShooting(S)`.
     - `t0`: initial time (`<=` the first observation time).
     - `solver`, `dt0`, `stepsize_controller`, `adjoint`, `max_steps`, `prescription`,
-      `constraint_solver`: passed to `cx.simulate` (defaults `Tsit5`,
+      `constraint_solver`, `stabilisation`: passed to `cx.simulate` (defaults `Tsit5`,
       `PIDController(rtol=1e-10, atol=1e-10)`, `AutoSolver`; the default adjoint is
       `RecursiveCheckpointAdjoint`, with one checkpoint per step under `ConstantStepSize`:
       see `cx.fit.default_adjoint`). `diffrax.BacksolveAdjoint()` (the continuous
@@ -99,6 +100,7 @@ class IdentificationProblem(AbstractProblem):
     max_steps: int = eqx.field(static=True)
     prescription: AbstractPrescription
     constraint_solver: AbstractConstraintSolver
+    stabilisation: AbstractStabilisation | None
     layout: SegmentLayout
 
     def __init__(
@@ -120,6 +122,7 @@ class IdentificationProblem(AbstractProblem):
         max_steps: int = 16384,
         prescription: AbstractPrescription = DAlembert(),
         constraint_solver: AbstractConstraintSolver = AutoSolver(),
+        stabilisation: AbstractStabilisation | None = None,
     ):
         if not isinstance(system, System):
             raise TypeError(f"`system` must be a cx.System, got {type(system).__name__}")
@@ -144,6 +147,12 @@ class IdentificationProblem(AbstractProblem):
         self.transforms = transforms
         self.shooting = shooting
         self.t0 = float(t0)
+        if stabilisation is not None and not isinstance(stabilisation, AbstractStabilisation):
+            raise TypeError(
+                "`stabilisation` must be None, cx.Baumgarte(...) or cx.Projection(...), got "
+                f"{stabilisation!r}"
+            )
+        self.stabilisation = stabilisation
         self.layout = segment_layout(np.asarray(observations.ts), self.t0, shooting.num_segments)
         set_simulate_options(
             self,
@@ -214,6 +223,7 @@ class IdentificationProblem(AbstractProblem):
             t1=ts[-1] if t1 is None else t1,
             saveat=diffrax.SaveAt(ts=ts),
             **simulate_options(self),
+            stabilisation=self.stabilisation,
             project_initial=project,
         )
 

@@ -50,6 +50,13 @@ from ._friction import (
     viscous_rolling_friction as viscous_rolling_friction,
     viscous_spin_friction as viscous_spin_friction,
 )
+from ._mjcf import (
+    KinematicTree as KinematicTree,
+    MJCFError as MJCFError,
+    MJCFSystem as MJCFSystem,
+    TreeBody as TreeBody,
+    from_mjcf as from_mjcf,
+)
 from ._orientation import (
     AbstractOrientation as AbstractOrientation,
     EulerZXZ as EulerZXZ,

@@ -1,0 +1,921 @@
+r"""`from_mjcf`: a `cx.System` from an MJCF model parsed and compiled by MuJoCo.
+
+MuJoCo (the optional `mujoco` package) parses the file and compiles the `MjModel`;
+constrax reads the compiled arrays and never re-implements the format. The kinematic tree
+is rebuilt in JAX exactly as MuJoCo's forward kinematics (`mj_kinematics`): every body is
+placed at `body_pos`/`body_quat` in its parent's frame, then its joints act in order
+(hinge: rotation about `jnt_axis` through `jnt_pos` by $q - q_0$; slide: translation along
+`jnt_axis` by $q - q_0$; ball: rotation by the joint's quaternion about `jnt_pos`; free:
+the body frame is set to the joint's position and quaternion).
+
+The Lagrangian is
+$L = \sum_b \tfrac12 m_b|\dot c_b|^2 + \tfrac12\Omega_b^\top I_b\Omega_b
++ \tfrac12\sum_k a_k v_k^2 - \sum_b(-m_b\,g\cdot c_b) - \sum_j\tfrac12 k_j(q_j - q^s_j)^2$
+with $c_b$ the centre of mass, $\Omega_b$ the angular velocity in the principal frame,
+$v = J(q)\dot q$ MuJoCo's `qvel` and $a$ the armature; joint damping and actuators are a
+generalized force $Q = J^\top(-d\odot v + \tau_\text{act})$; equality constraints are
+`cx.Holonomic` rows. See `docs/interop/mjcf.md`.
+"""
+
+from collections.abc import Callable
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+from .._constraints import AbstractConstraint, Holonomic
+from .._system import System, mass_matrix
+from ._body import RigidBody
+from ._contacts import Disk, Sphere, body_constraints
+from ._orientation import Quaternion
+from ._so3 import quaternion_multiply, quaternion_to_rotation
+
+_FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
+_JOINT_NAMES = {_FREE: "free", _BALL: "ball", _SLIDE: "slide", _HINGE: "hinge"}
+_QUATERNION = Quaternion()
+_IGNORABLE = ("contacts", "limits", "frictionloss")
+
+
+# ----------------------------------------------------------------------------------------
+# Small helpers.
+
+
+def _unit_quaternion_body_rate(x, xd):
+    r"""$\Omega = 2\operatorname{vec}(\bar x\otimes\dot x)/|x|^2$ (MuJoCo's ball/free `qvel`)."""
+    return _QUATERNION.body_angular_velocity(x, xd)
+
+
+def _quaternion_rate(x, omega):
+    r"""$\dot x = \tfrac12 x\otimes(0, \Omega)$ for a unit quaternion $x$."""
+    return 0.5 * quaternion_multiply(x, jnp.concatenate([jnp.zeros(1, x.dtype), omega]))
+
+
+def _mm(A, B):
+    """`A @ B` for (batches of) 3x3 matrices."""
+    return jnp.einsum("...ij,...jk->...ik", A, B)
+
+
+def _mv(A, x):
+    """`A @ x` for (batches of) 3x3 matrices and 3-vectors."""
+    return jnp.einsum("...ij,...j->...i", A, x)
+
+
+def _axis_angle_matrix(axis, angle):
+    """Rotation by `angle` about the unit vector `axis` (Rodrigues)."""
+    K = jnp.array(
+        [[0.0, -axis[2], axis[1]], [axis[2], 0.0, -axis[0]], [-axis[1], axis[0], 0.0]],
+        dtype=axis.dtype,
+    )
+    return jnp.eye(3, dtype=axis.dtype) + jnp.sin(angle) * K + (1.0 - jnp.cos(angle)) * _mm(K, K)
+
+
+def _rotation_np(quat) -> np.ndarray:
+    return np.asarray(quaternion_to_rotation(jnp.asarray(quat, dtype=jnp.float64)))
+
+
+def _name(m, mujoco, objtype, i: int, kind: str) -> str:
+    name = mujoco.mj_id2name(m, objtype, int(i))
+    return f"{kind} {name!r}" if name else f"{kind} #{i} (unnamed)"
+
+
+def _int(*enums) -> tuple[int, ...]:
+    return tuple(int(e) for e in enums)
+
+
+class MJCFError(ValueError):
+    """An MJCF feature that `from_mjcf` does not convert (the message names the element)."""
+
+
+# ----------------------------------------------------------------------------------------
+# The kinematic tree.
+
+
+class KinematicTree(eqx.Module):
+    r"""The kinematic tree of an MJCF model: MuJoCo's forward kinematics in JAX.
+
+    Geometry (body placements, joint anchors and axes, reference positions `qpos0`,
+    centre-of-mass offsets and principal frames) is fixed at import; the structure (parents,
+    joint types and addresses) is static.
+
+    **Example:** `xpos, xmat = tree.frames(q)`: every body frame's origin `(nbody, 3)` and
+    rotation `(nbody, 3, 3)` in the world, as MuJoCo's `data.xpos`, `data.xmat`.
+    """
+
+    body_pos: Float[Array, "nbody 3"]
+    body_rot: Float[Array, "nbody 3 3"]
+    body_ipos: Float[Array, "nbody 3"]
+    body_irot: Float[Array, "nbody 3 3"]
+    jnt_pos: Float[Array, "njnt 3"]
+    jnt_axis: Float[Array, "njnt 3"]
+    qpos0: Float[Array, " nq"]
+    parent: tuple[int, ...] = eqx.field(static=True)
+    body_joints: tuple[tuple[tuple[int, int, int], ...], ...] = eqx.field(static=True)
+    joints: tuple[tuple[int, int, int], ...] = eqx.field(static=True)  # (type, qadr, vadr)
+    nq: int = eqx.field(static=True)
+    nv: int = eqx.field(static=True)
+
+    def frames(self, q: Float[Array, " nq"]) -> tuple[Float[Array, "nbody 3"], Array]:
+        """Body frames `(xpos, xmat)` at the coordinates `q` (MuJoCo's `mj_kinematics`)."""
+        dtype = q.dtype
+        xpos = [jnp.zeros(3, dtype)]
+        xmat = [jnp.eye(3, dtype=dtype)]
+        for b in range(1, len(self.parent)):
+            pp = self.parent[b]
+            pos = xpos[pp] + _mv(xmat[pp], self.body_pos[b].astype(dtype))
+            R = _mm(xmat[pp], self.body_rot[b].astype(dtype))
+            for typ, j, a in self.body_joints[b]:
+                if typ == _FREE:
+                    pos = q[a : a + 3]
+                    R = quaternion_to_rotation(q[a + 3 : a + 7])
+                elif typ == _SLIDE:
+                    axis = self.jnt_axis[j].astype(dtype)
+                    pos = pos + _mv(R, axis) * (q[a] - self.qpos0[a])
+                else:
+                    anchor = self.jnt_pos[j].astype(dtype)
+                    world_anchor = pos + _mv(R, anchor)
+                    if typ == _BALL:
+                        R = _mm(R, quaternion_to_rotation(q[a : a + 4]))
+                    else:
+                        angle = q[a] - self.qpos0[a]
+                        R = _mm(R, _axis_angle_matrix(self.jnt_axis[j].astype(dtype), angle))
+                    pos = world_anchor - _mv(R, anchor)
+            xpos.append(pos)
+            xmat.append(R)
+        return jnp.stack(xpos), jnp.stack(xmat)
+
+    def inertial_frames(self, q):
+        """Centres of mass `(nbody, 3)` and principal frames `(nbody, 3, 3)` in the world."""
+        xpos, xmat = self.frames(q)
+        com = xpos + _mv(xmat, self.body_ipos.astype(q.dtype))
+        return com, _mm(xmat, self.body_irot.astype(q.dtype))
+
+    def qvel(self, q: Float[Array, " nq"], qd: Float[Array, " nq"]) -> Float[Array, " nv"]:
+        r"""MuJoCo's `qvel` from $(q, \dot q)$: hinge/slide rates as they are; a ball
+        joint's $\Omega = 2\operatorname{vec}(\bar x\otimes\dot x)/|x|^2$ (the child's angular
+        velocity relative to its parent, in the child's frame); a free joint's
+        $(\dot p, \Omega)$ (origin velocity in the world, angular velocity in the body
+        frame). Linear in `qd`."""
+        parts = []
+        for typ, a, _ in self.joints:
+            if typ == _FREE:
+                parts += [
+                    qd[a : a + 3],
+                    _unit_quaternion_body_rate(q[a + 3 : a + 7], qd[a + 3 : a + 7]),
+                ]
+            elif typ == _BALL:
+                parts.append(_unit_quaternion_body_rate(q[a : a + 4], qd[a : a + 4]))
+            else:
+                parts.append(qd[a : a + 1])
+        if not parts:
+            return jnp.zeros(0, q.dtype)
+        return jnp.concatenate(parts)
+
+    def qd_from_qvel(self, q, qvel):
+        r"""The inverse map on unit quaternions: $\dot x = \tfrac12 x\otimes(0, \Omega)$."""
+        out = jnp.zeros(self.nq, dtype=q.dtype)
+        for typ, a, v in self.joints:
+            if typ == _FREE:
+                out = out.at[a : a + 3].set(qvel[v : v + 3])
+                rate = _quaternion_rate(q[a + 3 : a + 7], qvel[v + 3 : v + 6])
+                out = out.at[a + 3 : a + 7].set(rate)
+            elif typ == _BALL:
+                out = out.at[a : a + 4].set(_quaternion_rate(q[a : a + 4], qvel[v : v + 3]))
+            else:
+                out = out.at[a].set(qvel[v])
+        return out
+
+    def quaternion_slices(self) -> tuple[tuple[int, int], ...]:
+        """`(start, stop)` of every quaternion block in `q` (ball and free joints)."""
+        out = []
+        for typ, a, _ in self.joints:
+            if typ == _FREE:
+                out.append((a + 3, a + 7))
+            elif typ == _BALL:
+                out.append((a, a + 4))
+        return tuple(out)
+
+
+# ----------------------------------------------------------------------------------------
+# A frame of the tree seen as a rigid body by the constraint builders.
+
+
+class TreeBody(RigidBody):
+    r"""A frame fixed in one body of an imported kinematic tree, presented to the
+    `cx.rigid` constraint builders (`rolling_contact`, `no_slip`, `plane_contact`,
+    `interconnection`, friction forces...) as a `cx.rigid.RigidBody`.
+
+    `position(q)` is the frame's origin (for a wheel: the centre of its geom), `rotation(q)`
+    its orientation, both by forward kinematics of the tree; velocities follow by one
+    `jax.jvp`. `mass` and `inertia` are those of the MuJoCo body, for reference only: the
+    imported Lagrangian already holds the body's inertia.
+
+    Get one from `MJCFSystem.body(name)` or `MJCFSystem.wheel(geom_name)`.
+    """
+
+    tree: KinematicTree
+    body_id: int = eqx.field(static=True)
+    frame_pos: Float[Array, " 3"]
+    frame_rot: Float[Array, "3 3"]
+
+    def __init__(self, tree, body_id, frame_pos, frame_rot, mass, inertia, name):
+        self.mass = jnp.asarray(mass, dtype=jnp.result_type(float))
+        self.inertia = jnp.asarray(inertia, dtype=jnp.result_type(float))
+        self.orientation = _QUATERNION
+        self.offset = 0
+        self.name = name
+        self.tree = tree
+        self.body_id = int(body_id)
+        self.frame_pos = jnp.asarray(frame_pos, dtype=jnp.result_type(float))
+        self.frame_rot = jnp.asarray(frame_rot, dtype=jnp.result_type(float))
+
+    @property
+    def size(self) -> int:
+        return self.tree.nq
+
+    @property
+    def stop(self) -> int:
+        return self.tree.nq
+
+    def _pose(self, q):
+        q = jnp.asarray(q)
+        xpos, xmat = self.tree.frames(q)
+        R = xmat[self.body_id]
+        return xpos[self.body_id] + R @ self.frame_pos.astype(q.dtype), R @ self.frame_rot.astype(
+            q.dtype
+        )
+
+    def split(self, q):
+        raise TypeError(
+            f"TreeBody {self.name!r}: the pose of a body of a kinematic tree is not a block of "
+            "q; use position(q) and rotation(q)"
+        )
+
+    def coordinate_names(self):
+        raise TypeError(f"TreeBody {self.name!r} has no coordinates of its own")
+
+    def position(self, q):
+        return self._pose(q)[0]
+
+    def rotation(self, q):
+        return self._pose(q)[1]
+
+    def rotate(self, q, X):
+        return self.rotation(q) @ jnp.asarray(X, dtype=jnp.asarray(q).dtype)
+
+    def point(self, q, X):
+        pos, R = self._pose(q)
+        return pos + R @ jnp.asarray(X, dtype=pos.dtype)
+
+    def _rates(self, q, qd):
+        return jax.jvp(self._pose, (jnp.asarray(q),), (jnp.asarray(qd),))
+
+    def velocity(self, q, qd):
+        return self._rates(q, qd)[1][0]
+
+    def angular_velocity(self, q, qd):
+        (_, R), (_, Rd) = self._rates(q, qd)
+        W = Rd @ R.T
+        return 0.5 * jnp.stack([W[2, 1] - W[1, 2], W[0, 2] - W[2, 0], W[1, 0] - W[0, 1]])
+
+    def body_angular_velocity(self, q, qd):
+        return self.rotation(q).T @ self.angular_velocity(q, qd)
+
+    def point_velocity(self, q, qd, X):
+        return jax.jvp(lambda q_: self.point(q_, X), (jnp.asarray(q),), (jnp.asarray(qd),))[1]
+
+    def kinetic_energy(self, q, qd):
+        raise TypeError(
+            f"TreeBody {self.name!r}: the kinetic energy of an imported body is part of the "
+            "MJCFSystem's Lagrangian"
+        )
+
+    def orientation_constraint(self):
+        return None
+
+
+# ----------------------------------------------------------------------------------------
+# The imported system.
+
+
+class MJCFSystem(eqx.Module):
+    r"""A system imported from MJCF by `from_mjcf`.
+
+    **Fields:**
+
+    - `system`: the `cx.System` (Lagrangian, unit-norm rows of the ball/free quaternions and
+      the equality constraints as `cx.Holonomic`, damping and actuators as the force). Add
+      constraints with `with_constraints`.
+    - `params`: the parameter pytree `p` (see `from_mjcf`); differentiable.
+    - `tree`: the `KinematicTree`.
+    - `coordinates`: names of the entries of `q` (`"<joint>"` for hinge/slide,
+      `"<joint>.x"`, ..., `"<joint>.qw"`, ... for free/ball joints; an unnamed joint is
+      `"joint<id>"`).
+    - `dofs`: names of the entries of MuJoCo's `qvel`.
+    - `body_names`, `joint_names`, `geom_names`, `actuator_names`: MuJoCo's names, by id
+      (`""` where unnamed).
+
+    **State map** (`from_mujoco_state`, `to_mujoco_state`): $q$ is MuJoCo's `qpos` with its
+    quaternions normalised (MuJoCo's quaternions are scalar first, like constrax's);
+    `qvel` $= J(q)\dot q$ with, per joint: hinge/slide $\dot q$; ball
+    $\Omega = 2\operatorname{vec}(\bar x\otimes\dot x)$ (child angular velocity in the
+    child's frame); free $(\dot p, \Omega)$ (origin velocity in the world frame, angular
+    velocity in the body frame). Conversely $\dot x = \tfrac12 x\otimes(0, \Omega)$.
+    MuJoCo's accelerations are `qacc` $= J\ddot q + \dot J\dot q$ (`mujoco_acceleration`)
+    and its mass matrix $G^\top W G$, $G = \partial\dot q/\partial\,$`qvel`
+    (`mujoco_mass_matrix`).
+
+    **Example:**
+
+    ```python
+    imported = cx.rigid.from_mjcf(m)  # m: a mujoco.MjModel
+    q, qd = imported.from_mujoco_state(data.qpos, data.qvel)
+    p = dict(imported.params, ctrl=jnp.asarray(data.ctrl))
+    qdd = cx.accelerations(imported.system, 0.0, q, qd, p).qdd
+    imported.mujoco_acceleration(q, qd, qdd)  # MuJoCo's data.qacc after mj_forward
+    ```
+    """
+
+    system: System
+    params: dict
+    tree: KinematicTree
+    coordinates: tuple[str, ...] = eqx.field(static=True)
+    dofs: tuple[str, ...] = eqx.field(static=True)
+    body_names: tuple[str, ...] = eqx.field(static=True)
+    joint_names: tuple[str, ...] = eqx.field(static=True)
+    geom_names: tuple[str, ...] = eqx.field(static=True)
+    actuator_names: tuple[str, ...] = eqx.field(static=True)
+    _bodies: tuple = eqx.field(static=True)  # (mass, inertia diag, ipos, irot) per body
+    _geoms: tuple = eqx.field(static=True)  # (body, type, size, pos, rot) per geom
+
+    # -- state map ------------------------------------------------------------------------
+
+    def from_mujoco_state(
+        self, qpos: Float[ArrayLike, " nq"], qvel: Float[ArrayLike, " nv"]
+    ) -> tuple[Float[Array, " nq"], Float[Array, " nq"]]:
+        r"""`(q, qd)` from MuJoCo's `(qpos, qvel)`: quaternions normalised,
+        $\dot x = \tfrac12 x\otimes(0, \Omega)$ for ball and free joints.
+
+        **Example:** `q, qd = imported.from_mujoco_state(data.qpos, data.qvel)`.
+        """
+        qpos = jnp.asarray(qpos, dtype=jnp.result_type(float))
+        qvel = jnp.asarray(qvel, dtype=qpos.dtype)
+        if qpos.shape[-1:] != (self.tree.nq,) or qvel.shape[-1:] != (self.tree.nv,):
+            raise ValueError(
+                f"`qpos` must have shape (..., {self.tree.nq}) and `qvel` (..., {self.tree.nv}), "
+                f"got {qpos.shape} and {qvel.shape}"
+            )
+        return jnp.vectorize(self._from_mujoco, signature="(n),(k)->(n),(n)")(qpos, qvel)
+
+    def _from_mujoco(self, qpos, qvel):
+        q = qpos
+        for s, e in self.tree.quaternion_slices():
+            x = q[s:e]
+            q = q.at[s:e].set(x / jnp.sqrt(x @ x))
+        return q, self.tree.qd_from_qvel(q, qvel)
+
+    def to_mujoco_state(
+        self, q: Float[ArrayLike, " nq"], qd: Float[ArrayLike, " nq"]
+    ) -> tuple[Float[Array, " nq"], Float[Array, " nv"]]:
+        r"""MuJoCo's `(qpos, qvel)` from `(q, qd)`: `qpos = q`, `qvel` $= J(q)\dot q$.
+
+        **Example:** `data.qpos[:], data.qvel[:] = imported.to_mujoco_state(q, qd)`.
+        """
+        q = jnp.asarray(q, dtype=jnp.result_type(float))
+        qd = jnp.asarray(qd, dtype=q.dtype)
+        if q.shape[-1:] != (self.tree.nq,) or qd.shape != q.shape:
+            raise ValueError(
+                f"`q` and `qd` must both have shape (..., {self.tree.nq}), got {q.shape} and "
+                f"{qd.shape}"
+            )
+        qvel = jnp.vectorize(self.tree.qvel, signature="(n),(n)->(k)")(q, qd)
+        return q, qvel
+
+    def mujoco_acceleration(self, q, qd, qdd) -> Float[Array, " nv"]:
+        r"""MuJoCo's `qacc` $= \tfrac{d}{dt}\big(J(q)\dot q\big) = J\ddot q + \dot J\dot q$ from
+        `(q, qd, qdd)` (one `jax.jvp`)."""
+        return jax.jvp(self.tree.qvel, (q, qd), (qd, qdd))[1]
+
+    def mujoco_mass_matrix(self, q, p=None) -> Float[Array, "nv nv"]:
+        r"""The mass matrix in MuJoCo's velocity coordinates, $G^\top W G$ with
+        $W = \partial^2L/\partial\dot q^2$ and $G = \partial\dot q/\partial\,$`qvel` (compare
+        with `mujoco.mj_fullM`)."""
+        p = self.params if p is None else p
+        q = jnp.asarray(q)
+        W = mass_matrix(self.system, 0.0, q, jnp.zeros_like(q), p)
+        G = jax.jacfwd(lambda v: self.tree.qd_from_qvel(q, v))(jnp.zeros(self.tree.nv, q.dtype))
+        return G.T @ W @ G
+
+    def initial_state(self) -> tuple[Float[Array, " nq"], Float[Array, " nq"]]:
+        """MuJoCo's reference configuration `qpos0` at rest, as `(q, qd)`."""
+        return self.from_mujoco_state(self.tree.qpos0, jnp.zeros(self.tree.nv))
+
+    # -- bodies and wheels ----------------------------------------------------------------
+
+    def _id(self, kind: str, name: str) -> int:
+        names = getattr(self, f"{kind}_names")
+        if name not in names:
+            raise KeyError(
+                f"no {kind} named {name!r} in the MJCF model; {kind}s: "
+                f"{', '.join(repr(n) for n in names if n)}"
+            )
+        return names.index(name)
+
+    def body(self, name: str) -> TreeBody:
+        """The body `name` (its centre of mass and principal frame) as a `TreeBody`.
+
+        **Example:** `chassis = imported.body("chassis")`.
+        """
+        b = self._id("body", name)
+        mass, inertia, ipos, irot = self._bodies[b]
+        return TreeBody(self.tree, b, ipos, irot, mass, inertia, name)
+
+    def wheel(self, geom: str, *, name: str | None = None) -> tuple[TreeBody, Sphere | Disk]:
+        r"""A wheel for the `cx.rigid` contact builders from a `sphere` or `cylinder` geom:
+        `(body, shape)` with the body frame at the geom's centre and the shape a
+        `cx.rigid.Sphere(radius)` or a `cx.rigid.Disk(radius, axis=e_z)` (MuJoCo's cylinder
+        axis is the geom's $z$). A cylinder rolls on its middle circle, as a thin disk: exact
+        while it stands upright on the plane.
+
+        **Example:**
+
+        ```python
+        body, shape = imported.wheel("left_wheel")
+        system = imported.with_constraints(cx.rigid.rolling_contact(body, shape)).system
+        ```
+        """
+        g = self._id("geom", geom)
+        b, typ, size, pos, rot = self._geoms[g]
+        mass, inertia, _, _ = self._bodies[b]
+        if typ == "sphere":
+            shape = Sphere(float(size[0]))
+        elif typ == "cylinder":
+            shape = Disk(float(size[0]), axis=(0.0, 0.0, 1.0))
+        else:
+            raise MJCFError(
+                f"geom {geom!r} is a {typ}; a wheel must be a sphere or a cylinder geom"
+            )
+        return TreeBody(self.tree, b, pos, rot, mass, inertia, name or geom), shape
+
+    def with_constraints(self, *constraints) -> "MJCFSystem":
+        """A copy whose system has `constraints` (constraints or lists of them) appended.
+
+        **Example:** `imported.with_constraints(cx.rigid.rolling_contact(body, shape))`.
+        """
+        extra = body_constraints(*constraints)
+        system = System(
+            self.system.lagrangian, (*self.system.constraints, *extra), self.system.force
+        )
+        return eqx.tree_at(lambda s: s.system, self, system)
+
+
+# ----------------------------------------------------------------------------------------
+# Import.
+
+
+def _load(source, mujoco):
+    if isinstance(source, mujoco.MjModel):
+        return source
+    if isinstance(source, Path) or (isinstance(source, str) and "<" not in source):
+        return mujoco.MjModel.from_xml_path(str(source))
+    if isinstance(source, str):
+        return mujoco.MjModel.from_xml_string(source)
+    raise TypeError(
+        "from_mjcf: `source` must be a path to an MJCF file, an MJCF XML string or a "
+        f"mujoco.MjModel, got {type(source).__name__}"
+    )
+
+
+def _check_supported(m, mujoco, ignore):
+    """Raise `MJCFError` naming the first element that the import cannot represent."""
+    D = mujoco.mjtDisableBit
+    disabled = lambda bit: bool(m.opt.disableflags & int(bit))
+    hint = "; pass ignore=({!r},) to drop them (documented in docs/interop/mjcf.md)"
+
+    if m.nflex:
+        raise MJCFError(
+            f"{_name(m, mujoco, mujoco.mjtObj.mjOBJ_FLEX, 0, 'flex')}: flexes "
+            "(deformable and composite elements) are not converted"
+        )
+    if m.nplugin:
+        raise MJCFError("plugins (<plugin>) are not converted")
+    if m.opt.density > 0 or m.opt.viscosity > 0 or np.any(m.opt.wind != 0):
+        raise MJCFError(
+            "<option density/viscosity/wind>: fluid forces are not converted "
+            f"(density={m.opt.density}, viscosity={m.opt.viscosity})"
+        )
+    for b in range(1, m.nbody):
+        if m.body_mocapid[b] >= 0:
+            raise MJCFError(
+                f"{_name(m, mujoco, mujoco.mjtObj.mjOBJ_BODY, b, 'body')}: mocap "
+                "bodies are not converted"
+            )
+        if m.body_gravcomp[b] != 0:
+            raise MJCFError(
+                f"{_name(m, mujoco, mujoco.mjtObj.mjOBJ_BODY, b, 'body')}: "
+                "gravcomp is not converted"
+            )
+    jname = lambda j: _name(m, mujoco, mujoco.mjtObj.mjOBJ_JOINT, j, "joint")
+    for j in range(m.njnt):
+        typ = int(m.jnt_type[j])
+        if typ in (_FREE, _BALL) and m.jnt_stiffness[j] != 0 and not disabled(D.mjDSBL_SPRING):
+            raise MJCFError(
+                f"{jname(j)}: stiffness of a {_JOINT_NAMES[typ]} joint is not "
+                "converted (hinge and slide springs are)"
+            )
+        if typ == _FREE and m.body_parentid[m.jnt_bodyid[j]] != 0:
+            raise MJCFError(f"{jname(j)}: a free joint must belong to a child of the world")
+        if m.jnt_limited[j] and not disabled(D.mjDSBL_LIMIT) and "limits" not in ignore:
+            raise MJCFError(
+                f"{jname(j)}: joint limits (range) are inequality constraints, not "
+                "converted" + hint.format("limits")
+            )
+        if getattr(m, "jnt_actfrclimited", np.zeros(m.njnt))[j]:
+            raise MJCFError(f"{jname(j)}: actuatorfrcrange is not converted")
+    for v in range(m.nv):
+        if (
+            m.dof_frictionloss[v] > 0
+            and not disabled(D.mjDSBL_FRICTIONLOSS)
+            and "frictionloss" not in ignore
+        ):
+            raise MJCFError(
+                f"{jname(m.dof_jntid[v])}: frictionloss (dry friction) is not "
+                "converted" + hint.format("frictionloss")
+            )
+    tname = lambda t: _name(m, mujoco, mujoco.mjtObj.mjOBJ_TENDON, t, "tendon")
+    for t in range(m.ntendon):
+        if m.tendon_stiffness[t] != 0 or m.tendon_damping[t] != 0:
+            raise MJCFError(f"{tname(t)}: tendon stiffness/damping are not converted")
+        if m.tendon_frictionloss[t] > 0 and "frictionloss" not in ignore:
+            raise MJCFError(
+                f"{tname(t)}: tendon frictionloss is not converted" + hint.format("frictionloss")
+            )
+        if m.tendon_limited[t] and not disabled(D.mjDSBL_LIMIT) and "limits" not in ignore:
+            raise MJCFError(f"{tname(t)}: tendon limits are not converted" + hint.format("limits"))
+        if getattr(m, "tendon_armature", np.zeros(m.ntendon))[t] != 0:
+            raise MJCFError(f"{tname(t)}: tendon armature is not converted")
+    contacts_on = not disabled(D.mjDSBL_CONTACT) and not disabled(D.mjDSBL_CONSTRAINT)
+    if contacts_on and "contacts" not in ignore:
+        if m.npair:
+            raise MJCFError(
+                f"{_name(m, mujoco, mujoco.mjtObj.mjOBJ_PAIR, 0, 'contact pair')}: "
+                "contacts are not converted" + hint.format("contacts")
+            )
+        for g in range(m.ngeom):
+            if m.geom_contype[g] or m.geom_conaffinity[g]:
+                raise MJCFError(
+                    f"{_name(m, mujoco, mujoco.mjtObj.mjOBJ_GEOM, g, 'geom')}: collisions "
+                    "(contype/conaffinity) are not converted; add contacts as constrax "
+                    "constraints (MJCFSystem.wheel)" + hint.format("contacts")
+                )
+    aname = lambda i: _name(m, mujoco, mujoco.mjtObj.mjOBJ_ACTUATOR, i, "actuator")
+    for i in range(m.nu):
+        if int(m.actuator_dyntype[i]) != int(mujoco.mjtDyn.mjDYN_NONE):
+            raise MJCFError(
+                f"{aname(i)}: actuator dynamics (dyntype) are not converted; "
+                "motor and general actuators without dynamics are"
+            )
+        if int(m.actuator_gaintype[i]) not in _int(
+            mujoco.mjtGain.mjGAIN_FIXED, mujoco.mjtGain.mjGAIN_AFFINE
+        ):
+            raise MJCFError(f"{aname(i)}: gaintype is not converted (fixed and affine are)")
+        if int(m.actuator_biastype[i]) not in _int(
+            mujoco.mjtBias.mjBIAS_NONE, mujoco.mjtBias.mjBIAS_AFFINE
+        ):
+            raise MJCFError(f"{aname(i)}: biastype is not converted (none and affine are)")
+        trn = int(m.actuator_trntype[i])
+        if trn != int(mujoco.mjtTrn.mjTRN_JOINT) or m.jnt_type[m.actuator_trnid[i, 0]] not in (
+            _SLIDE,
+            _HINGE,
+        ):
+            raise MJCFError(
+                f"{aname(i)}: only joint transmissions on hinge and slide joints are converted"
+            )
+    if not disabled(D.mjDSBL_EQUALITY) and not disabled(D.mjDSBL_CONSTRAINT):
+        for e in range(m.neq):
+            ename = _name(m, mujoco, mujoco.mjtObj.mjOBJ_EQUALITY, e, "equality")
+            if not m.eq_active0[e]:
+                continue
+            typ = int(m.eq_type[e])
+            E = mujoco.mjtEq
+            if typ not in _int(E.mjEQ_CONNECT, E.mjEQ_WELD, E.mjEQ_JOINT):
+                raise MJCFError(
+                    f"{ename}: only connect, weld and joint equality constraints are converted"
+                )
+            if typ == int(E.mjEQ_WELD) and int(m.eq_objtype[e]) != int(mujoco.mjtObj.mjOBJ_BODY):
+                raise MJCFError(f"{ename}: a weld between sites is not converted (body1/body2 is)")
+            if typ == int(E.mjEQ_JOINT):
+                for jid in (m.eq_obj1id[e], m.eq_obj2id[e]):
+                    if jid >= 0 and m.jnt_type[jid] not in (_SLIDE, _HINGE):
+                        raise MJCFError(
+                            f"{ename}: a joint equality couples hinge or slide joints only"
+                        )
+
+
+def _equality_constraints(m, mujoco, tree) -> list[AbstractConstraint]:
+    D = mujoco.mjtDisableBit
+    if m.opt.disableflags & (int(D.mjDSBL_EQUALITY) | int(D.mjDSBL_CONSTRAINT)):
+        return []
+    E = mujoco.mjtEq
+    out = []
+    for e in range(m.neq):
+        if not m.eq_active0[e]:
+            continue
+        label = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_EQUALITY, e) or f"equality{e}"
+        data = np.array(m.eq_data[e], dtype=np.float64)
+        typ = int(m.eq_type[e])
+        if typ in _int(E.mjEQ_CONNECT, E.mjEQ_WELD):
+            if int(m.eq_objtype[e]) == int(mujoco.mjtObj.mjOBJ_SITE):  # connect between two sites
+                s1, s2 = int(m.eq_obj1id[e]), int(m.eq_obj2id[e])
+                b1, b2 = int(m.site_bodyid[s1]), int(m.site_bodyid[s2])
+                a1, a2 = np.array(m.site_pos[s1]), np.array(m.site_pos[s2])
+            else:
+                b1, b2 = int(m.eq_obj1id[e]), int(m.eq_obj2id[e])
+                if typ == int(E.mjEQ_CONNECT):
+                    a1, a2 = data[0:3], data[3:6]
+                else:  # MuJoCo: body1's point is relpose[0:3], body2's is the anchor.
+                    a1, a2 = data[3:6], data[0:3]
+            a1, a2 = jnp.asarray(a1), jnp.asarray(a2)
+            if typ == int(E.mjEQ_CONNECT):
+
+                def g(t, q, p, b1=b1, b2=b2, a1=a1, a2=a2):
+                    xpos, xmat = tree.frames(q)
+                    return xpos[b1] + xmat[b1] @ a1 - xpos[b2] - xmat[b2] @ a2
+
+                out.append(Holonomic(g, name=f"{label}.connect"))
+            else:
+                rel = jnp.asarray(data[6:10])
+
+                def g(t, q, p, b1=b1, b2=b2, a1=a1, a2=a2, rel=rel):
+                    xpos, xmat = tree.frames(q)
+                    dpos = xpos[b1] + xmat[b1] @ a1 - xpos[b2] - xmat[b2] @ a2
+                    # MuJoCo's orientation error vec(conj(q2) * q1 * relpose) (up to the sign
+                    # of the quaternion), from the rotation E = R2^T R1 Rrel:
+                    # vec = (E - E^T)^vee / (2 sqrt(1 + tr E)), zero iff E = I (|angle| < pi).
+                    E = xmat[b2].T @ xmat[b1] @ quaternion_to_rotation(rel.astype(q.dtype))
+                    skew = jnp.stack([E[2, 1] - E[1, 2], E[0, 2] - E[2, 0], E[1, 0] - E[0, 1]])
+                    vec = 0.5 * skew / jnp.sqrt(1.0 + jnp.trace(E))
+                    return jnp.concatenate([dpos, vec])
+
+                out.append(Holonomic(g, name=f"{label}.weld"))
+        else:
+            j1, j2 = int(m.eq_obj1id[e]), int(m.eq_obj2id[e])
+            a1 = int(m.jnt_qposadr[j1])
+            a2 = int(m.jnt_qposadr[j2]) if j2 >= 0 else -1
+            ref1 = float(m.qpos0[a1])
+            ref2 = float(m.qpos0[a2]) if j2 >= 0 else 0.0
+            coef = jnp.asarray(data[0:5])
+
+            def g(t, q, p, a1=a1, a2=a2, ref1=ref1, ref2=ref2, coef=coef):
+                if a2 < 0:
+                    return jnp.atleast_1d(q[a1] - ref1 - coef[0])
+                d = q[a2] - ref2
+                poly = coef[0] + d * (coef[1] + d * (coef[2] + d * (coef[3] + d * coef[4])))
+                return jnp.atleast_1d(q[a1] - ref1 - poly)
+
+            out.append(Holonomic(g, name=f"{label}.joint"))
+    return out
+
+
+def from_mjcf(
+    source,
+    *,
+    ignore: tuple[str, ...] = (),
+    control: Callable | None = None,
+) -> MJCFSystem:
+    r"""Import an MJCF model (parsed and compiled by MuJoCo) as a constrax system.
+
+    Converted: bodies (mass, centre of mass, principal inertia), hinge, slide, ball and free
+    joints as generalized coordinates of the kinematic tree (ball and free joints as unit
+    quaternions, scalar first, with their norm rows as `cx.Holonomic`), gravity, armature
+    (added to the kinetic energy as $\tfrac12 a_k v_k^2$, i.e. to MuJoCo's mass matrix
+    diagonal), hinge/slide springs (`stiffness`, `springref`), joint damping and actuators
+    (`motor`/`general`/`position`/`velocity` without dynamics, joint transmission on
+    hinge/slide joints, fixed or affine gain and bias, `ctrlrange`/`forcerange` clamping)
+    as a generalized force, and active `connect`, `weld` and `joint` equality constraints as
+    exact `cx.Holonomic` rows (MuJoCo's are soft: see `docs/interop/mjcf.md`).
+
+    Anything else that acts on the dynamics raises `MJCFError` naming the element: tendons
+    with stiffness, damping, friction or actuators, flexes/composites, fluid forces, mocap
+    bodies, gravity compensation, actuator dynamics, other transmissions and equality types.
+    Joint and tendon limits, collisions and friction loss are inequality or contact
+    phenomena that a constrained Lagrangian system does not represent: they raise too unless
+    MuJoCo's own model disables them (`m.opt.disableflags`: `mjDSBL_LIMIT`,
+    `mjDSBL_CONTACT`, `mjDSBL_FRICTIONLOSS`) or `ignore` names them. Tendons that exert no
+    force once limits are ignored are accepted (they do nothing). Disabled gravity, springs,
+    damping or actuation (`mjDSBL_GRAVITY`, `..._SPRING`, `..._DAMPER`, `..._ACTUATION`) are
+    honoured.
+
+    **Arguments:**
+
+    - `source`: a path to an MJCF file, an MJCF XML string or a `mujoco.MjModel`.
+    - `ignore`: any of `"contacts"`, `"limits"`, `"frictionloss"` to drop those elements.
+    - `control`: optional `control(t, q, qd, p) -> (nu,)`, the actuator inputs (MuJoCo's
+      `ctrl`); by default the constant `p["ctrl"]`.
+
+    **Returns:** an `MJCFSystem`; its `params` are arrays with MuJoCo's field names and
+    shapes: `body_mass` `(nbody,)`, `body_inertia` `(nbody, 3)`, `dof_damping`,
+    `dof_armature` `(nv,)`, `jnt_stiffness` `(njnt,)`, `qpos_spring` `(nq,)`,
+    `actuator_gear` `(nu, 6)`, `actuator_gainprm`, `actuator_biasprm` `(nu, 10)`,
+    `actuator_ctrlrange`, `actuator_forcerange` `(nu, 2)`, `ctrl` `(nu,)`, `gravity` `(3,)`
+    (row 0 of the body arrays is the world). Geometry is fixed at import.
+
+    **Example:**
+
+    ```python
+    imported = cx.rigid.from_mjcf("cartpole.xml", ignore=("contacts", "limits"))
+    q, qd = imported.from_mujoco_state(data.qpos, data.qvel)
+    out = cx.accelerations(imported.system, 0.0, q, qd, imported.params)
+    qacc = imported.mujoco_acceleration(q, qd, out.qdd)  # == data.qacc after mj_forward
+    ```
+    """
+    try:
+        import mujoco
+    except ImportError as err:  # pragma: no cover - exercised without the extra
+        raise ImportError(
+            "cx.rigid.from_mjcf needs MuJoCo's Python package: pip install 'constrax[mjcf]'"
+        ) from err
+    if isinstance(ignore, str):
+        ignore = (ignore,)
+    for item in ignore:
+        if item not in _IGNORABLE:
+            raise ValueError(f"from_mjcf: `ignore` may contain {_IGNORABLE}, got {item!r}")
+    if control is not None and not callable(control):
+        raise TypeError(
+            f"from_mjcf: `control` must be callable control(t, q, qd, p), got {control!r}"
+        )
+    m = _load(source, mujoco)
+    _check_supported(m, mujoco, tuple(ignore))
+
+    O = mujoco.mjtObj
+    f64 = lambda x: np.array(x, dtype=np.float64)
+    body_joints = []
+    for b in range(m.nbody):
+        start, num = int(m.body_jntadr[b]), int(m.body_jntnum[b])
+        body_joints.append(
+            tuple((int(m.jnt_type[j]), j, int(m.jnt_qposadr[j])) for j in range(start, start + num))
+        )
+    joints = tuple(
+        (int(m.jnt_type[j]), int(m.jnt_qposadr[j]), int(m.jnt_dofadr[j])) for j in range(m.njnt)
+    )
+    tree = KinematicTree(
+        body_pos=jnp.asarray(f64(m.body_pos)),
+        body_rot=jnp.asarray(np.stack([_rotation_np(x) for x in m.body_quat])),
+        body_ipos=jnp.asarray(f64(m.body_ipos)),
+        body_irot=jnp.asarray(np.stack([_rotation_np(x) for x in m.body_iquat])),
+        jnt_pos=jnp.asarray(f64(m.jnt_pos).reshape(-1, 3)),
+        jnt_axis=jnp.asarray(f64(m.jnt_axis).reshape(-1, 3)),
+        qpos0=jnp.asarray(f64(m.qpos0)),
+        parent=tuple(int(x) for x in m.body_parentid),
+        body_joints=tuple(body_joints),
+        joints=joints,
+        nq=int(m.nq),
+        nv=int(m.nv),
+    )
+
+    D = mujoco.mjtDisableBit
+    off = lambda bit: bool(m.opt.disableflags & int(bit))
+    params = dict(
+        body_mass=f64(m.body_mass),
+        body_inertia=f64(m.body_inertia),
+        dof_damping=f64(m.dof_damping) * (0.0 if off(D.mjDSBL_DAMPER) else 1.0),
+        dof_armature=f64(m.dof_armature),
+        jnt_stiffness=f64(m.jnt_stiffness) * (0.0 if off(D.mjDSBL_SPRING) else 1.0),
+        qpos_spring=f64(m.qpos_spring),
+        actuator_gear=f64(m.actuator_gear).reshape(-1, 6),
+        actuator_gainprm=f64(m.actuator_gainprm).reshape(-1, 10),
+        actuator_biasprm=f64(m.actuator_biasprm).reshape(-1, 10),
+        actuator_ctrlrange=f64(m.actuator_ctrlrange).reshape(-1, 2),
+        actuator_forcerange=f64(m.actuator_forcerange).reshape(-1, 2),
+        ctrl=np.zeros(m.nu),
+        gravity=f64(m.opt.gravity) * (0.0 if off(D.mjDSBL_GRAVITY) else 1.0),
+    )
+    params = {k: jnp.asarray(v) for k, v in params.items()}
+
+    hinge_slide = [j for j in range(m.njnt) if m.jnt_type[j] in (_SLIDE, _HINGE)]
+    spring_j = np.array([j for j in hinge_slide if m.jnt_stiffness[j] != 0], dtype=int)
+    spring_a = np.array([int(m.jnt_qposadr[j]) for j in spring_j], dtype=int)
+
+    def lagrangian(t, q, qd, p):
+        (com, R), (comd, Rd) = jax.jvp(tree.inertial_frames, (q,), (qd,))
+        A = _mm(jnp.swapaxes(R, -1, -2), Rd)  # R^T Rdot = hat(Omega)
+        Om = 0.5 * jnp.stack(
+            [A[:, 2, 1] - A[:, 1, 2], A[:, 0, 2] - A[:, 2, 0], A[:, 1, 0] - A[:, 0, 1]], -1
+        )
+        mass, inertia = p["body_mass"][1:], p["body_inertia"][1:]
+        T = 0.5 * jnp.sum(mass * jnp.sum(comd[1:] ** 2, -1))
+        T = T + 0.5 * jnp.sum(inertia * Om[1:] ** 2)
+        v = tree.qvel(q, qd)
+        T = T + 0.5 * jnp.sum(p["dof_armature"] * v**2)
+        V = -jnp.sum(mass * (com[1:] @ p["gravity"]))
+        if spring_j.size:
+            dq = q[spring_a] - p["qpos_spring"][spring_a]
+            V = V + 0.5 * jnp.sum(p["jnt_stiffness"][spring_j] * dq**2)
+        return T - V
+
+    act_j = np.array([int(m.actuator_trnid[i, 0]) for i in range(m.nu)], dtype=int)
+    act_a = np.array([int(m.jnt_qposadr[j]) for j in act_j], dtype=int)
+    act_v = np.array([int(m.jnt_dofadr[j]) for j in act_j], dtype=int)
+    ctrl_limited = np.array(
+        [bool(m.actuator_ctrllimited[i]) and not off(D.mjDSBL_CLAMPCTRL) for i in range(m.nu)]
+    )
+    force_limited = np.array([bool(m.actuator_forcelimited[i]) for i in range(m.nu)])
+    gain_affine = np.array(
+        [int(m.actuator_gaintype[i]) == int(mujoco.mjtGain.mjGAIN_AFFINE) for i in range(m.nu)]
+    )
+    bias_affine = np.array(
+        [int(m.actuator_biastype[i]) == int(mujoco.mjtBias.mjBIAS_AFFINE) for i in range(m.nu)]
+    )
+    actuated = m.nu > 0 and not off(D.mjDSBL_ACTUATION)
+
+    def force(t, q, qd, p):
+        v = tree.qvel(q, qd)
+        f = -p["dof_damping"] * v
+        if actuated:
+            u = p["ctrl"] if control is None else jnp.asarray(control(t, q, qd, p), q.dtype)
+            lo, hi = p["actuator_ctrlrange"][:, 0], p["actuator_ctrlrange"][:, 1]
+            u = jnp.where(ctrl_limited, jnp.clip(u, lo, hi), u)
+            gear = p["actuator_gear"][:, 0]
+            length, speed = gear * q[act_a], gear * v[act_v]
+            gp, bp = p["actuator_gainprm"], p["actuator_biasprm"]
+            gain = gp[:, 0] + jnp.where(gain_affine, gp[:, 1] * length + gp[:, 2] * speed, 0.0)
+            bias = jnp.where(bias_affine, bp[:, 0] + bp[:, 1] * length + bp[:, 2] * speed, 0.0)
+            tau = gain * u + bias
+            flo, fhi = p["actuator_forcerange"][:, 0], p["actuator_forcerange"][:, 1]
+            tau = jnp.where(force_limited, jnp.clip(tau, flo, fhi), tau)
+            f = f.at[act_v].add(gear * tau)
+        # Q = J^T f with qvel = J(q) qd (linear in qd): one reverse pass.
+        _, vjp = jax.vjp(lambda x: tree.qvel(q, x), qd)
+        return vjp(f)[0]
+
+    constraints: list[AbstractConstraint] = []
+    for j in range(m.njnt):
+        typ, a = int(m.jnt_type[j]), int(m.jnt_qposadr[j])
+        if typ in (_FREE, _BALL):
+            s = a + 3 if typ == _FREE else a
+            jn = mujoco.mj_id2name(m, O.mjOBJ_JOINT, j) or f"joint{j}"
+
+            def norm(t, q, p, s=s):
+                x = q[s : s + 4]
+                return jnp.atleast_1d(x @ x - 1.0)
+
+            constraints.append(Holonomic(norm, name=f"{jn}.orientation"))
+    constraints += _equality_constraints(m, mujoco, tree)
+    system = System(lagrangian, constraints, force=force)
+
+    coords, dofs = [], []
+    for j in range(m.njnt):
+        jn = mujoco.mj_id2name(m, O.mjOBJ_JOINT, j) or f"joint{j}"
+        typ = int(m.jnt_type[j])
+        if typ == _FREE:
+            coords += [f"{jn}.{c}" for c in ("x", "y", "z", "qw", "qx", "qy", "qz")]
+            dofs += [f"{jn}.{c}" for c in ("vx", "vy", "vz", "wx", "wy", "wz")]
+        elif typ == _BALL:
+            coords += [f"{jn}.{c}" for c in ("qw", "qx", "qy", "qz")]
+            dofs += [f"{jn}.{c}" for c in ("wx", "wy", "wz")]
+        else:
+            coords.append(jn)
+            dofs.append(jn)
+    names = {
+        f"{kind}_names": tuple(mujoco.mj_id2name(m, obj, i) or "" for i in range(count))
+        for kind, obj, count in (
+            ("body", O.mjOBJ_BODY, m.nbody),
+            ("joint", O.mjOBJ_JOINT, m.njnt),
+            ("geom", O.mjOBJ_GEOM, m.ngeom),
+            ("actuator", O.mjOBJ_ACTUATOR, m.nu),
+        )
+    }
+    bodies = tuple(
+        (
+            float(m.body_mass[b]),
+            tuple(float(x) for x in m.body_inertia[b]),
+            tuple(float(x) for x in m.body_ipos[b]),
+            tuple(map(tuple, _rotation_np(m.body_iquat[b]).tolist())),
+        )
+        for b in range(m.nbody)
+    )
+    geom_types = {
+        int(v): k[len("mjGEOM_") :].lower() for k, v in mujoco.mjtGeom.__members__.items()
+    }
+    geoms = tuple(
+        (
+            int(m.geom_bodyid[g]),
+            geom_types.get(int(m.geom_type[g]), "unknown"),
+            tuple(float(x) for x in m.geom_size[g]),
+            tuple(float(x) for x in m.geom_pos[g]),
+            tuple(map(tuple, _rotation_np(m.geom_quat[g]).tolist())),
+        )
+        for g in range(m.ngeom)
+    )
+    return MJCFSystem(
+        system=system,
+        params=params,
+        tree=tree,
+        coordinates=tuple(coords),
+        dofs=tuple(dofs),
+        **names,
+        _bodies=bodies,
+        _geoms=geoms,
+    )

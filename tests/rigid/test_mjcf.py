@@ -1,0 +1,513 @@
+"""`cx.rigid.from_mjcf` against MuJoCo itself (issue 14, "From MJCF").
+
+Reference: MuJoCo's own C engine on the same compiled `MjModel`, contacts and limits
+disabled (`mjDSBL_CONTACT | mjDSBL_LIMIT`): `mj_fullM` for the mass matrix and `data.qacc`
+after `mj_forward` for the accelerations, at random states and controls; `mj_step` with
+`mjINT_RK4` for rollouts; `data.xpos`/`data.xmat` and `mj_objectVelocity` for the
+kinematics; `data.efc_pos` for the equality constraint rows.
+
+State map used throughout (documented in docs/interop/mjcf.md): `q` is `qpos` with unit
+quaternions; `qvel = J(q) qd` (hinge/slide: qd; ball: 2 vec(conj(x) * xd); free: (linear
+velocity of the origin in the world, 2 vec(conj(x) * xd))). MuJoCo's mass matrix is
+compared with G^T W G, G = d qd / d qvel, and its qacc with J qdd + Jdot qd.
+
+Models that no one here wrote are loaded from the installed `gymnasium` package (its
+MuJoCo assets); the test skips without it. Errors are relative to the largest entry of the
+MuJoCo reference.
+"""
+
+import os
+from typing import ClassVar
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import constrax as cx
+
+mujoco = pytest.importorskip("mujoco")
+
+D = mujoco.mjtDisableBit
+NO_CONTACT_LIMIT = int(D.mjDSBL_CONTACT) | int(D.mjDSBL_LIMIT)
+
+
+def _asset(name: str) -> str:
+    gymnasium = pytest.importorskip("gymnasium")
+    path = os.path.join(os.path.dirname(gymnasium.__file__), "envs", "mujoco", "assets", name)
+    if not os.path.exists(path):
+        pytest.skip(f"gymnasium does not ship {name}")
+    return path
+
+
+def _gym_model(name: str):
+    m = mujoco.MjModel.from_xml_path(_asset(f"{name}.xml"))
+    m.opt.disableflags |= NO_CONTACT_LIMIT
+    return m
+
+
+# A hand-written model for ball joints (no shipped model has one), a free root, armature
+# on a ball joint, springs with springref and ref, and all actuator kinds converted.
+BALL_XML = """
+<mujoco model="ball_chain">
+  <option gravity="0.3 -0.2 -9.81"/>
+  <worldbody>
+    <body name="base" pos="0 0 1" quat="0.9 0.1 0.2 0.3">
+      <freejoint name="root"/>
+      <geom type="box" size=".2 .1 .05" mass="2"/>
+      <body name="arm" pos="0.2 0 0">
+        <joint name="shoulder" type="ball" pos="0.05 0 0" damping="0.3" armature="0.05"/>
+        <geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.03"/>
+        <body name="forearm" pos="0.4 0 0" euler="0 30 0">
+          <joint name="elbow" type="hinge" axis="0 1 1" stiffness="4" springref="20"
+                 damping="0.1" ref="10" armature="0.02"/>
+          <joint name="slide" type="slide" axis="1 0 0" stiffness="2" ref="0.1"/>
+          <geom type="ellipsoid" size="0.1 0.05 0.03" pos="0.1 0 0" euler="10 20 30"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor name="m" joint="elbow" gear="2" ctrlrange="-1 1" ctrllimited="true"/>
+    <position name="pos" joint="slide" kp="30" kv="3"/>
+    <general name="g" joint="elbow" gaintype="affine" gainprm="1 0.5 0.2" biastype="affine"
+             biasprm="0.1 -1 -0.2" forcerange="-3 3" forcelimited="true"/>
+  </actuator>
+</mujoco>"""
+
+# Closed loops and glue: connect, weld and joint equality constraints.
+EQUALITY_XML = """
+<mujoco model="loops">
+  <worldbody>
+    <body name="a" pos="0 0 1">
+      <joint name="ha" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.5 0 0" size="0.02"/>
+      <body name="a2" pos="0.5 0 0">
+        <joint name="ha2" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0.5 0 0" size="0.02"/>
+      </body>
+    </body>
+    <body name="b" pos="1 0 1">
+      <joint name="hb" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.02"/>
+    </body>
+    <body name="box" pos="0.3 0.2 1.2">
+      <freejoint/>
+      <geom type="box" size="0.05 0.05 0.05"/>
+    </body>
+    <body name="c" pos="0 1 1">
+      <joint name="hc1" type="hinge" axis="1 0 0"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.02"/>
+      <body name="c2" pos="0 0 -0.3">
+        <joint name="hc2" type="hinge" axis="1 0 0"/>
+        <geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.02"/>
+      </body>
+    </body>
+  </worldbody>
+  <equality>
+    <connect name="loop" body1="a2" body2="b" anchor="0.5 0 0"/>
+    <weld name="glue" body1="box" body2="a"/>
+    <joint name="couple" joint1="hc2" joint2="hc1" polycoef="0.1 0.5 0.2 0 0"/>
+  </equality>
+</mujoco>"""
+
+
+def _full_mass_matrix(m, data):
+    M = np.zeros((m.nv, m.nv))
+    try:
+        mujoco.mj_fullM(m, data, M)  # MuJoCo >= 3.4: (model, data, dst)
+    except TypeError:
+        mujoco.mj_fullM(m, M, data.qM)  # older: (model, dst, qM)
+    return M
+
+
+def _ball_model():
+    m = mujoco.MjModel.from_xml_string(BALL_XML)
+    m.opt.disableflags |= int(D.mjDSBL_CONTACT)
+    return m
+
+
+def _random_state(m, imported, rng):
+    """A random qpos (unit quaternions, perturbed hinges/slides), qvel and ctrl (partly
+    outside ctrlrange, so clamping is exercised)."""
+    qpos = np.array(m.qpos0) + 0.7 * rng.normal(size=m.nq)
+    for s, e in imported.tree.quaternion_slices():
+        x = rng.normal(size=4)
+        qpos[s:e] = x / np.linalg.norm(x)
+    qvel = rng.normal(size=m.nv)
+    ctrl = rng.uniform(-1.5, 1.5, size=m.nu)
+    return qpos, qvel, ctrl
+
+
+def _compare_forward(m, n_states: int, seed: int = 0):
+    """Max relative errors of the mass matrix and of qacc over `n_states` random states."""
+    imported = cx.rigid.from_mjcf(m)
+    data = mujoco.MjData(m)
+    rng = np.random.default_rng(seed)
+
+    @jax.jit
+    def ours(q, qd, p):
+        qdd = cx.accelerations(imported.system, 0.0, q, qd, p).qdd
+        return imported.mujoco_mass_matrix(q, p), imported.mujoco_acceleration(q, qd, qdd)
+
+    err_M = err_a = 0.0
+    for _ in range(n_states):
+        qpos, qvel, ctrl = _random_state(m, imported, rng)
+        data.qpos[:], data.qvel[:], data.ctrl[:] = qpos, qvel, ctrl
+        mujoco.mj_forward(m, data)
+        M_ref = _full_mass_matrix(m, data)
+        q, qd = imported.from_mujoco_state(qpos, qvel)
+        M, qacc = ours(q, qd, dict(imported.params, ctrl=jnp.asarray(ctrl)))
+        err_M = max(err_M, np.max(np.abs(M - M_ref)) / np.max(np.abs(M_ref)))
+        err_a = max(err_a, np.max(np.abs(qacc - data.qacc)) / np.max(np.abs(data.qacc)))
+    return err_M, err_a
+
+
+FAST_MODELS = ["inverted_pendulum"]
+SLOW_MODELS = [
+    "inverted_double_pendulum",
+    "reacher",
+    "hopper",
+    "half_cheetah",
+    "walker2d",
+    "ant",
+    "humanoid",
+]
+
+
+@pytest.mark.parametrize(
+    "name", FAST_MODELS + [pytest.param(n, marks=pytest.mark.slow) for n in SLOW_MODELS]
+)
+def test_mass_matrix_and_qacc_match_mujoco(name):
+    err_M, err_a = _compare_forward(_gym_model(name), n_states=20)
+    print(f"{name}: max rel err M {err_M:.2e}, qacc {err_a:.2e}")
+    assert err_M <= 1e-9
+    assert err_a <= 1e-9
+
+
+def test_ball_joints_actuators_springs_armature_match_mujoco():
+    err_M, err_a = _compare_forward(_ball_model(), n_states=20, seed=1)
+    assert err_M <= 1e-9
+    assert err_a <= 1e-9
+
+
+def test_kinematics_and_state_map_match_mujoco():
+    """Body frames equal data.xpos/xmat; body velocities from (q, qd) equal MuJoCo's
+    mj_objectVelocity at qvel = J qd; the state map round-trips."""
+    m = _ball_model()
+    imported = cx.rigid.from_mjcf(m)
+    data = mujoco.MjData(m)
+    rng = np.random.default_rng(2)
+    frames = jax.jit(lambda q, qd: jax.jvp(imported.tree.frames, (q,), (qd,)))
+    for _ in range(5):
+        qpos, qvel, _ = _random_state(m, imported, rng)
+        data.qpos[:], data.qvel[:] = qpos, qvel
+        mujoco.mj_forward(m, data)
+        q, qd = imported.from_mujoco_state(qpos, qvel)
+        (xpos, xmat), (xpos_d, xmat_d) = frames(q, qd)
+        np.testing.assert_allclose(xpos, data.xpos, atol=1e-12)
+        np.testing.assert_allclose(xmat.reshape(-1, 9), data.xmat, atol=1e-12)
+        for b in range(1, m.nbody):
+            ref = np.zeros(6)  # (angular, linear) of the body frame's origin, world axes
+            mujoco.mj_objectVelocity(m, data, mujoco.mjtObj.mjOBJ_XBODY, b, ref, 0)
+            W = xmat_d[b] @ xmat[b].T
+            omega = np.array([W[2, 1], W[0, 2], W[1, 0]])
+            np.testing.assert_allclose(omega, ref[:3], atol=1e-12)
+            np.testing.assert_allclose(xpos_d[b], ref[3:], atol=1e-12)
+        qpos2, qvel2 = imported.to_mujoco_state(q, qd)
+        np.testing.assert_allclose(qpos2, qpos, atol=1e-14)
+        np.testing.assert_allclose(qvel2, qvel, atol=1e-13)
+        q3, qd3 = imported.from_mujoco_state(qpos2, qvel2)
+        np.testing.assert_allclose(q3, q, atol=1e-14)
+        np.testing.assert_allclose(qd3, qd, atol=1e-13)
+    # A non-unit MuJoCo quaternion is normalised (MuJoCo normalises it in its kinematics).
+    q, _ = imported.from_mujoco_state(3.0 * np.asarray(m.qpos0), np.zeros(m.nv))
+    s, e = imported.tree.quaternion_slices()[0]
+    np.testing.assert_allclose(np.linalg.norm(q[s:e]), 1.0, atol=1e-15)
+    assert imported.coordinates[:7] == ("root.x", "root.y", "root.z") + tuple(
+        f"root.q{c}" for c in "wxyz"
+    )
+    assert imported.dofs[3:6] == ("root.wx", "root.wy", "root.wz")
+
+
+def test_equality_rows_equal_mujocos_constraint_positions():
+    """Connect, weld and joint rows equal MuJoCo's efc_pos of the same equalities (weld
+    orientation rows up to the sign of MuJoCo's quaternion conj(q2) q1 relpose)."""
+    m = mujoco.MjModel.from_xml_string(EQUALITY_XML)
+    m.opt.disableflags |= int(D.mjDSBL_CONTACT)
+    imported = cx.rigid.from_mjcf(m)
+    names = [c.name for c in imported.system.constraints]
+    assert names[0].endswith(".orientation")  # the box's free-joint quaternion
+    assert names[1:] == ["loop.connect", "glue.weld", "couple.joint"]
+    eq_rows = jax.jit(
+        lambda q: jnp.concatenate(
+            [c.position_residual(0.0, q, imported.params) for c in imported.system.constraints[1:]]
+        )
+    )
+    data = mujoco.MjData(m)
+    rng = np.random.default_rng(3)
+    box = imported.body_names.index("box")
+    for _ in range(5):
+        data.qpos[:] = np.array(m.qpos0) + 0.3 * rng.normal(size=m.nq)
+        mujoco.mj_forward(m, data)
+        rows = data.efc_type == int(mujoco.mjtConstraint.mjCNSTR_EQUALITY)
+        ref = np.array(data.efc_pos[rows])
+        q, _ = imported.from_mujoco_state(data.qpos, data.qvel)
+        ours = np.array(eq_rows(q))
+        # MuJoCo's weld quaternion conj(q2) * q1 * relpose: the sign of its scalar part.
+        quat, tmp, neg = np.zeros(4), np.zeros(4), np.zeros(4)
+        mujoco.mju_mulQuat(tmp, data.xquat[box], m.eq_data[1, 6:10])
+        mujoco.mju_negQuat(neg, data.xquat[imported.body_names.index("a")])
+        mujoco.mju_mulQuat(quat, neg, tmp)
+        ours[6:9] *= np.sign(quat[0])
+        np.testing.assert_allclose(ours, ref, atol=1e-12)
+
+
+class _RK4(diffrax.AbstractERK):
+    """The classical fourth-order Runge-Kutta method (MuJoCo's mjINT_RK4 tableau)."""
+
+    tableau: ClassVar[diffrax.ButcherTableau] = diffrax.ButcherTableau(
+        c=np.array([0.5, 0.5, 1.0]),
+        b_sol=np.array([1 / 6, 1 / 3, 1 / 3, 1 / 6]),
+        b_error=np.zeros(4),
+        a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
+    )
+    interpolation_cls: ClassVar = diffrax.ThirdOrderHermitePolynomialInterpolation.from_k
+
+    def order(self, terms):
+        return 4
+
+
+def _rollout_error(m, steps: int, seed: int = 4):
+    """Max |difference| of qpos (unit quaternions) and qvel after RK4 rollouts of the same
+    step in constrax (diffrax) and MuJoCo (mj_step, mjINT_RK4), relative to max |qvel|."""
+    m.opt.integrator = int(mujoco.mjtIntegrator.mjINT_RK4)
+    imported = cx.rigid.from_mjcf(m)
+    data = mujoco.MjData(m)
+    rng = np.random.default_rng(seed)
+    data.qpos[:] = np.array(m.qpos0) + 0.3 * rng.normal(size=m.nq)
+    data.qvel[:] = rng.normal(size=m.nv)
+    data.ctrl[:] = rng.uniform(-1.0, 1.0, size=m.nu)
+    mujoco.mj_forward(m, data)
+    q0, qd0 = imported.from_mujoco_state(data.qpos, data.qvel)
+    p = dict(imported.params, ctrl=jnp.asarray(data.ctrl))
+    dt = m.opt.timestep
+    ts = dt * np.arange(1, steps + 1)
+    traj = cx.simulate(
+        imported.system,
+        q0,
+        qd0,
+        p,
+        t1=float(ts[-1]),
+        dt0=dt,
+        solver=_RK4(),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        saveat=diffrax.SaveAt(ts=jnp.asarray(ts)),
+    )
+    qpos, qvel = [], []
+    for _ in range(steps):
+        mujoco.mj_step(m, data)
+        qpos.append(data.qpos.copy())
+        qvel.append(data.qvel.copy())
+    qpos, qvel = np.array(qpos), np.array(qvel)
+    our_qpos, our_qvel = (np.array(x) for x in imported.to_mujoco_state(traj.q, traj.qd))
+    for s, e in imported.tree.quaternion_slices():
+        our_qpos[:, s:e] /= np.linalg.norm(our_qpos[:, s:e], axis=1, keepdims=True)
+    scale = np.max(np.abs(qvel))
+    return np.max(np.abs(our_qpos - qpos)) / scale, np.max(np.abs(our_qvel - qvel)) / scale
+
+
+def test_rollout_matches_mujoco_rk4_hinges():
+    """Hinge/slide coordinates: MuJoCo's RK4 is the classical RK4 on (qpos, qvel), so the
+    two rollouts agree to rounding."""
+    err_q, err_v = _rollout_error(_gym_model("inverted_pendulum"), steps=100)
+    assert err_q < 1e-11 and err_v < 1e-11
+
+
+@pytest.mark.slow
+def test_rollout_matches_mujoco_rk4_quaternions():
+    """Ball and free joints: MuJoCo integrates quaternions on the sphere (mj_integratePos),
+    constrax integrates their coordinates with the norm row; both are fourth order, so the
+    rollouts agree to the difference of the two fourth-order schemes (measured 1.3e-11 in
+    qpos and 8.4e-11 in qvel, relative to max |qvel|, at dt = 2 ms over 100 steps)."""
+    err_q, err_v = _rollout_error(_ball_model(), steps=100)
+    print(f"rollout differences (relative to max |qvel|): qpos {err_q:.2e}, qvel {err_v:.2e}")
+    assert err_q < 1e-8 and err_v < 1e-8
+
+
+def test_parameters_are_differentiable():
+    """The derivative of the accelerations along a direction in (damping, masses) equals
+    a central finite difference."""
+    m = _gym_model("inverted_pendulum")
+    imported = cx.rigid.from_mjcf(m)
+    q, qd = imported.from_mujoco_state(np.array([0.1, 0.4]), np.array([0.3, -1.0]))
+
+    @jax.jit
+    def qacc(theta):
+        p = dict(imported.params, dof_damping=theta[0], body_mass=theta[1])
+        return cx.accelerations(imported.system, 0.0, q, qd, p).qdd
+
+    theta = (imported.params["dof_damping"], imported.params["body_mass"])
+    rng = np.random.default_rng(5)
+    v = tuple(jnp.asarray(rng.normal(size=x.shape)) for x in theta)
+    dqacc = jax.jit(lambda th, v: jax.jvp(qacc, (th,), (v,))[1])(theta, v)
+    h = 1e-6
+    shift = lambda s: tuple(x + s * y for x, y in zip(theta, v, strict=True))
+    fd = (qacc(shift(h)) - qacc(shift(-h))) / (2 * h)
+    np.testing.assert_allclose(dqacc, fd, rtol=1e-6, atol=1e-8)
+
+
+# ----------------------------------------------------------------------------------------
+# Wheels.
+
+WHEEL_XML = """
+<mujoco model="wheel">
+  <worldbody>
+    <body name="cart" pos="0 0 0.2">
+      <freejoint name="root"/>
+      <geom name="chassis" type="box" size="0.2 0.1 0.05" contype="0" conaffinity="0"/>
+      <body name="wheel" pos="0.1 0 0">
+        <joint name="axle" type="hinge" axis="0 1 0"/>
+        <geom name="tyre" type="cylinder" size="0.1 0.02" euler="90 0 0" contype="0"
+              conaffinity="0"/>
+      </body>
+    </body>
+  </worldbody>
+</mujoco>"""
+
+
+def test_wheel_frame_and_shape():
+    imported = cx.rigid.from_mjcf(WHEEL_XML)
+    body, shape = imported.wheel("tyre")
+    assert isinstance(body, cx.rigid.RigidBody) and isinstance(shape, cx.rigid.Disk)
+    assert shape.radius == pytest.approx(0.1)
+    q, qd = imported.initial_state()
+    np.testing.assert_allclose(body.position(q), [0.1, 0.0, 0.2], atol=1e-15)
+    # The disk's axis (geom z) is the axle, world y.
+    np.testing.assert_allclose(body.rotate(q, shape.axis), [0.0, -1.0, 0.0], atol=1e-15)
+    # A spinning axle: the wheel's angular velocity is the axle rate about world y.
+    qd = qd.at[imported.coordinates.index("axle")].set(2.0)
+    np.testing.assert_allclose(body.angular_velocity(q, qd), [0.0, 2.0, 0.0], atol=1e-14)
+    contact = cx.rigid.plane_contact(body, shape)
+    np.testing.assert_allclose(contact.g(0.0, q, imported.params), [0.1], atol=1e-15)
+    with pytest.raises(KeyError, match="no geom named 'tire'"):
+        imported.wheel("tire")
+    with pytest.raises(cx.rigid.MJCFError, match="geom 'chassis' is a box"):
+        imported.wheel("chassis")
+
+
+# ----------------------------------------------------------------------------------------
+# Bad input: every unsupported element raises, naming the element.
+
+
+def _xml(body: str = "", extra: str = "", option: str = "") -> str:
+    return f"""<mujoco>{option}<worldbody>
+      <body name="b" pos="0 0 1">
+        <joint name="j" type="hinge" axis="0 1 0" {body}/>
+        <geom name="g" type="sphere" size="0.1" contype="0" conaffinity="0"/>
+        <body name="c" pos="0 0 -0.5">
+          <joint name="k" type="hinge" axis="0 1 0"/>
+          <geom name="h" type="sphere" size="0.1" contype="0" conaffinity="0"/>
+        </body>
+      </body></worldbody>{extra}</mujoco>"""
+
+
+@pytest.mark.parametrize(
+    "xml, match",
+    [
+        (_xml('range="-1 1" limited="true"'), "joint 'j': joint limits"),
+        (_xml('frictionloss="0.1"'), "joint 'j': frictionloss"),
+        (
+            _xml(
+                extra='<tendon><fixed name="t" stiffness="1"><joint joint="j" coef="1"/>'
+                "</fixed></tendon>"
+            ),
+            "tendon 't': tendon stiffness",
+        ),
+        (
+            _xml(extra='<actuator><general name="a" joint="j" dyntype="filter"/></actuator>'),
+            "actuator 'a': actuator dynamics",
+        ),
+        (
+            _xml(extra='<actuator><general name="u" joint="j" gaintype="user"/></actuator>'),
+            "actuator 'u': gaintype",
+        ),
+        (_xml(option='<option density="1.2"/>'), "fluid forces"),
+        (
+            _xml(
+                extra='<tendon><fixed name="t"><joint joint="j" coef="1"/></fixed></tendon>'
+                '<equality><tendon name="e" tendon1="t"/></equality>'
+            ),
+            "equality 'e': only connect, weld and joint",
+        ),
+    ],
+)
+def test_unsupported_elements_raise_naming_them(xml, match):
+    with pytest.raises(cx.rigid.MJCFError, match=match):
+        cx.rigid.from_mjcf(xml)
+
+
+def test_contacts_and_limits_need_an_explicit_choice():
+    xml = _xml('range="-1 1" limited="true"').replace('contype="0" conaffinity="0"', "", 1)
+    with pytest.raises(cx.rigid.MJCFError, match="geom 'g': collisions"):
+        cx.rigid.from_mjcf(xml, ignore=("limits",))
+    imported = cx.rigid.from_mjcf(xml, ignore=("contacts", "limits"))
+    assert imported.coordinates == ("j", "k")
+    m = mujoco.MjModel.from_xml_string(xml)
+    m.opt.disableflags |= NO_CONTACT_LIMIT  # the model's own flags say the same
+    assert cx.rigid.from_mjcf(m).coordinates == ("j", "k")
+    with pytest.raises(ValueError, match="`ignore` may contain"):
+        cx.rigid.from_mjcf(xml, ignore=("tendons",))
+    with pytest.raises(TypeError, match="`source` must be"):
+        cx.rigid.from_mjcf(3.0)
+
+
+def test_inert_tendon_is_accepted():
+    """A tendon that exerts no force (no stiffness, damping, friction, actuator; its limit
+    ignored with the joint limits) changes nothing: the humanoid's fixed tendons."""
+    xml = _xml(
+        extra='<tendon><fixed name="t" limited="true" range="-0.1 0.1">'
+        '<joint joint="j" coef="1"/></fixed></tendon>'
+    )
+    with pytest.raises(cx.rigid.MJCFError, match="tendon 't': tendon limits"):
+        cx.rigid.from_mjcf(xml)
+    assert cx.rigid.from_mjcf(xml, ignore="limits").coordinates == ("j", "k")
+
+
+# ----------------------------------------------------------------------------------------
+# Worked examples (experiments/): exact rolling and exact equalities against MuJoCo's soft
+# contacts and soft equalities.
+
+
+def _experiment(name):
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "experiments", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.slow
+def test_wheeled_robot_rolls_exactly_where_mujoco_slips(tmp_path):
+    out = _experiment("mjcf_wheeled_robot").run(str(tmp_path), quick=True)
+    print(
+        f"slip: constrax {out['constrax_max_slip']:.2e} m/s, MuJoCo max "
+        f"{out['mujoco_max_slip']:.2e} m/s (mean {out['mujoco_mean_slip']:.2e} m/s); "
+        f"MuJoCo penetration {out['mujoco_max_penetration']:.2e} m"
+    )
+    assert all(os.path.exists(p) for p in out["figures"])
+    assert out["constrax_max_slip"] < 1e-8  # rtol = atol = 1e-10 integration
+    assert out["constrax_max_height_error"] < 1e-8
+    assert out["mujoco_max_slip"] > 100 * out["constrax_max_slip"]
+    assert out["final_distance_travelled"] > 0.05  # the robot does move
+
+
+@pytest.mark.slow
+def test_soft_equalities_violate_where_exact_ones_hold():
+    out = _experiment("mjcf_soft_equality").run(quick=True)
+    print(out)
+    assert out["constrax_max_equality_violation"] < 1e-8
+    assert out["mujoco_max_equality_violation"] > 100 * out["constrax_max_equality_violation"]
