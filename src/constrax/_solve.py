@@ -9,13 +9,12 @@ $$W\ddot q = f + A^\top\lambda, \qquad A\ddot q = b.$$
 * `UdwadiaKalaba`: Gauss's principle of least constraint,
   $\ddot q = a + W^{-1/2}(AW^{-1/2})^+(b - Aa)$, $a = W^{-1}f$ (Briggs 2016, §1.2 motivates
   it). A Cholesky of $W_a = W + \kappa A^\top A$ (positive definite whenever $W$ is on
-  $\ker A$; it leaves $\ddot q$ and $\lambda$ unchanged because $A\ddot q = b$) and a
-  thresholded pseudoinverse of the $m\times m$ Schur complement $S = AW_a^{-1}A^\top$ from
-  its eigendecomposition. The accelerations are unique even where $A$ loses rank or rows
-  are redundant; the multipliers returned are then the minimum-norm ones, and the rank is
-  reported. Costs one Cholesky ($\tfrac13 n^3$) plus an $m\times m$ eigendecomposition;
-  the pseudoinverse has a custom JVP (Golub–Pereyra), so gradients stay finite at
-  rank-deficient points.
+  $\ker A$; it leaves $\ddot q$ and $\lambda$ unchanged because $A\ddot q = b$) and an SVD
+  pseudoinverse of the $m\times n$ matrix $B = AL^{-\top}$ with a relative cutoff. The
+  accelerations are unique even where $A$ loses rank or rows are redundant; the
+  multipliers returned are then the minimum-norm ones, and the rank is reported.
+  Costs one Cholesky ($\tfrac13 n^3$) plus an SVD ($O(mn^2)$); the pseudoinverse has a
+  custom JVP (Golub–Pereyra), so gradients stay finite at rank-deficient points.
 * `AutoSolver` (the default): the KKT path, switching to `UdwadiaKalaba` at points where
   the KKT pivots say the saddle matrix is numerically singular. The switch is one
   `lax.cond` on whether *any* batch element is singular, so under `vmap` a batch of
@@ -23,7 +22,6 @@ $$W\ddot q = f + A^\top\lambda, \qquad A\ddot q = b.$$
 """
 
 import abc
-import functools
 
 import equinox as eqx
 import equinox.internal as eqxi
@@ -51,10 +49,6 @@ _SINGULAR_MASS = (
 
 def _default_rtol(dtype) -> float:
     return float(np.sqrt(np.finfo(dtype).eps))
-
-
-def _default_uk_rtol(dtype) -> float:
-    return float(np.sqrt(100 * np.finfo(dtype).eps))
 
 
 class AbstractConstraintSolver(eqx.Module):
@@ -141,60 +135,29 @@ class KKT(AbstractConstraintSolver):
 
 
 class _UKState(eqx.Module):
-    L: Array  # Cholesky factor of W_a = W + kappa A^T A
+    L: Array  # Cholesky factor of W + kappa A^T A
     A: Array
     kappa: Array
-    C: Array  # (n, m) L^{-1} A^T, so that S = C^T C = A W_a^{-1} A^T
-    S_pinv: Array  # (m, m) thresholded pseudoinverse of the Schur complement S
-    rank: Array
-
-
-@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
-def psd_pinv(S: Float[Array, "m m"], rtol: float) -> tuple[Float[Array, "m m"], Int[Array, ""]]:
-    r"""Pseudoinverse and numerical rank of a symmetric positive semidefinite matrix.
-
-    Eigenvalues below `rtol * max` are treated as zero. The derivative is the Golub–Pereyra
-    formula $dS^+ = -S^+dS\,S^+ + S^{+2}dS(I - SS^+) + (I - S^+S)dS\,S^{+2}$ (Golub & Pereyra
-    1973), finite where $S$ loses rank, unlike the eigenvector derivative, which divides by
-    eigenvalue gaps.
-    """
-    s, V = jnp.linalg.eigh(S)
-    keep = s > rtol * jnp.maximum(s[-1], 0.0)
-    s_inv = jnp.where(keep, 1.0 / jnp.where(keep, s, 1.0), 0.0)
-    return (V * s_inv) @ V.T, jnp.sum(keep).astype(jnp.int32)
-
-
-@psd_pinv.defjvp
-def _psd_pinv_jvp(rtol, primals, tangents):
-    (S,), (dS,) = primals, tangents
-    P, rank = psd_pinv(S, rtol)
-    eye = jnp.eye(S.shape[0], dtype=S.dtype)
-    PP = P @ P
-    dP = -P @ dS @ P + PP @ dS @ (eye - S @ P) + (eye - P @ S) @ dS @ PP
-    return (P, rank), (dP, np.zeros(rank.shape, jax.dtypes.float0))
+    Bpinv: Array  # (n, m) pseudoinverse of B = A L^{-T}
+    B: Array
 
 
 class UdwadiaKalaba(AbstractConstraintSolver):
-    r"""Gauss's principle / Udwadia–Kalaba solve: rank-robust, one path, no branches.
+    r"""Gauss's principle / Udwadia–Kalaba solve, well defined when $A$ loses rank.
 
-    $\ddot q = a + W_a^{-1}A^\top\lambda$, $\lambda = S^+(b - Aa)$, $a = W_a^{-1}f_a$,
-    with $W_a = W + \kappa A^\top A$ (positive definite whenever $W$ is on $\ker A$; it
-    leaves $\ddot q$ and $\lambda$ unchanged because $A\ddot q = b$), $f_a = f + \kappa
-    A^\top b$ and the Schur complement $S = AW_a^{-1}A^\top$. This is the Udwadia–Kalaba
-    equation $\ddot q = a + W^{-1/2}(AW^{-1/2})^+(b - Aa)$ (Udwadia & Kalaba 1992) written
-    with one Cholesky factorisation of $W_a$ ($\tfrac13 n^3$) and one eigendecomposition of
-    the small $m\times m$ matrix $S$ instead of an SVD of $AW^{-1/2}$. The accelerations are
-    unique even where $A$ loses rank or rows are redundant; the multipliers are then the
-    minimum-norm ones and the rank is reported. There is no `lax.cond`, so under `vmap` it
-    costs what it costs once per batch element; gradients stay finite at rank-deficient
-    points (`psd_pinv`'s Golub–Pereyra derivative).
+    $\ddot q = a + W^{-1/2}(AW^{-1/2})^+(b - Aa)$, $a = W^{-1}f$ (Udwadia & Kalaba 1992),
+    computed with a Cholesky factor $L$ of $W_a = W + \kappa A^\top A$ (positive definite
+    whenever $W$ is on $\ker A$; it leaves $\ddot q$ and $\lambda$ unchanged because
+    $A\ddot q = b$) and an SVD pseudoinverse of $B = AL^{-\top}$ with a relative cutoff.
+    The accelerations are unique even where $A$ loses rank or rows are redundant; the
+    multipliers are then the minimum-norm ones and the rank is reported. The pseudoinverse
+    has the Golub–Pereyra derivative, so gradients stay finite at rank-deficient points.
+    A mass matrix that is not positive definite on $\ker A$ (a negative mass) is refused.
 
     **Arguments:**
 
-    - `rtol`: singular values of $AW_a^{-1/2}$ below `rtol * max` are treated as zero, i.e.
-      eigenvalues of $S$ below `rtol**2 * max` (default $\sqrt{100\,\epsilon}$ of the dtype:
-      $1.5\times10^{-7}$ in float64, $3.5\times10^{-3}$ in float32 — the eigenvalues of $S$
-      carry an absolute error of order $\epsilon\max$).
+    - `rtol`: singular values of $B = AW^{-1/2}$ below `rtol * max` are treated as zero
+      (default $\sqrt{\epsilon}$ of the dtype: $1.5\times10^{-8}$ in float64).
     - `throw`: raise if $W$ is not positive definite on $\ker A$ (default `True`).
     """
 
@@ -214,14 +177,14 @@ class UdwadiaKalaba(AbstractConstraintSolver):
         L = jnp.linalg.cholesky(Wa)
         if self.throw:
             L = checked(L, ~jnp.all(jnp.isfinite(jnp.ravel(L)[:: n + 1])), _SINGULAR_MASS)
-        C = jsl.solve_triangular(L, A.T, lower=True)
         if m == 0:
-            S_pinv = jnp.zeros((0, 0), W.dtype)
-            rank = jnp.zeros((), jnp.int32)
+            B = jnp.zeros((0, n), W.dtype)
+            Bpinv = jnp.zeros((n, 0), W.dtype)
         else:
-            rtol = _default_uk_rtol(W.dtype) if self.rtol is None else self.rtol
-            S_pinv, rank = psd_pinv(C.T @ C, float(rtol) ** 2)
-        return _UKState(L, A, kappa, C, S_pinv, rank)
+            B = jsl.solve_triangular(L, A.T, lower=True).T  # A L^{-T}
+            rtol = _default_rtol(W.dtype) if self.rtol is None else self.rtol
+            Bpinv = jnp.linalg.pinv(B, rtol=rtol)
+        return _UKState(L, A, kappa, Bpinv, B)
 
     def _lt_solve(self, state, y):  # L^{-T} y
         return jsl.solve_triangular(state.L.T, y, lower=False)
@@ -229,15 +192,18 @@ class UdwadiaKalaba(AbstractConstraintSolver):
     def solve(self, state, f, b):
         fa = f + state.kappa * (state.A.T @ b)
         a = jsl.cho_solve((state.L, True), fa)
-        lam = state.S_pinv @ (b - state.A @ a)
-        qdd = a + self._lt_solve(state, state.C @ lam)
+        y = state.Bpinv @ (b - state.A @ a)
+        qdd = a + self._lt_solve(state, y)
+        lam = state.Bpinv.T @ y
         return qdd, lam
 
     def project(self, state, r):
-        return self._lt_solve(state, state.C @ (state.S_pinv @ r))
+        return self._lt_solve(state, state.Bpinv @ r)
 
     def rank(self, state):
-        return state.rank
+        if state.B.shape[0] == 0:
+            return jnp.zeros((), jnp.int32)
+        return jnp.round(jnp.trace(state.B @ state.Bpinv)).astype(jnp.int32)
 
 
 class _AutoState(eqx.Module):
