@@ -183,17 +183,19 @@ def test_seed_usual_equation_terms_three_and_four_are_typos(rf_dalembert):
     third term -A J A_dot c and fourth term +1/4 A J A c^2 (c = [A^-1, A_dot]) fix it."""
     traj, _ = rf_dalembert
     pol, Add = _polar_path(traj)
-    terms = jax.vmap(lambda A, Ad, Add: af.seed_usual_terms(A, Ad, Add, J3))(pol.A, pol.A_dot, Add)
+    terms = jax.vmap(lambda A, Ad, Add: af.printed_usual_terms(A, Ad, Add, J3))(
+        pol.A, pol.A_dot, Add
+    )
     Nbar = jax.vmap(lambda A: af.reduced_dipole(RF_BODY, A))(pol.A)
 
     def residual(*keys):
         return np.max(np.abs(_sym(sum(terms[k] for k in keys) - Nbar)))
 
     assert residual("T1", "T2", "T3", "T4") <= 1e-9
-    assert residual("T1", "T2", "T3_seed", "T4_seed") > 1e-3  # the seed, literally
-    assert residual("T1", "T2", "T3_seed", "T4_seed_alt") > 1e-3  # other reading of term 4
-    assert residual("T1", "T2", "T3", "T4_seed") > 1e-4  # term 3 fixed alone: still wrong
-    assert residual("T1", "T2", "T3_seed", "T4") > 1e-3  # term 4 fixed alone: still wrong
+    assert residual("T1", "T2", "T3_printed", "T4_printed") > 1e-3  # the seed, literally
+    assert residual("T1", "T2", "T3_printed", "T4_printed_alt") > 1e-3  # other reading of term 4
+    assert residual("T1", "T2", "T3", "T4_printed") > 1e-4  # term 3 fixed alone: still wrong
+    assert residual("T1", "T2", "T3_printed", "T4") > 1e-3  # term 4 fixed alone: still wrong
 
 
 @pytest.mark.parametrize("n", [2, 3])
@@ -213,7 +215,7 @@ def test_vakonomic_kinetic_is_T_int_on_rotation_free_velocity_and_seed_first_coe
     assert np.max(np.abs(_skew(af.affine_velocity(body, q, qd)))) <= 1e-12  # rotation-free
     T_int = af.kinetic_energy(body, qd)
     assert np.isclose(af.vakonomic_kinetic(A, Ad, J), T_int, rtol=1e-13)
-    diff = af.seed_vakonomic_kinetic(A, Ad, J) - af.vakonomic_kinetic(A, Ad, J)
+    diff = af.printed_vakonomic_kinetic(A, Ad, J) - af.vakonomic_kinetic(A, Ad, J)
     assert np.isclose(diff, 3 / 8 * jnp.trace(Ad @ J @ Ad), rtol=1e-12)
 
 

@@ -50,11 +50,11 @@ from ._quantities import (
 )
 from ._reduced import (
     ReducedTrajectory as ReducedTrajectory,
+    printed_usual_terms as printed_usual_terms,
+    printed_vakonomic_kinetic as printed_vakonomic_kinetic,
     reduced_dipole as reduced_dipole,
     reduced_vakonomic_system as reduced_vakonomic_system,
     rotation_free_omega_hat as rotation_free_omega_hat,
-    seed_usual_terms as seed_usual_terms,
-    seed_vakonomic_kinetic as seed_vakonomic_kinetic,
     simulate_reduced as simulate_reduced,
     sym_from_vec as sym_from_vec,
     usual_rotation_free_acceleration as usual_rotation_free_acceleration,

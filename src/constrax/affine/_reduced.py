@@ -19,7 +19,7 @@ $$T^\mathrm{Vak}_\mathrm{int} = \tfrac18\operatorname{tr}(\dot AJ\dot A)
 $\tfrac12\eta_{KL}\dot A^K{}_A\dot A^L{}_BJ^{AB}$: that is the first term of $T_\mathrm{int}$
 *before* substitution. The cross and quadratic terms of $\hat\omega$ also contain
 $-\tfrac12\dot A$ and contribute $-\tfrac12 + \tfrac18$ of it; the correct coefficient is
-$\tfrac18$ (`seed_vakonomic_kinetic` is the published literal form; the difference is
+$\tfrac18$ (`printed_vakonomic_kinetic` is the published literal form; the difference is
 exactly $\tfrac38\operatorname{tr}(\dot AJ\dot A)$).
 
 **Misprints (usual equations).** From $\varphi J\ddot\varphi^\top = N + N_R$ with $N_R$
@@ -33,7 +33,7 @@ $$AJ\ddot A - AJ\dot A\,c - \tfrac12 AJA\,\dot c + \tfrac14 AJA\,c^2 = \bar N,
 holds, $\bar N = U^\top NU = A\hat NA$. The published tensor equation has $-AJ\,\dot c$ in
 the third term (should be $-AJ\dot A\,c$: its own explicit form has $\dot A$ there) and
 $\tfrac14AJA\,\tfrac{d}{dt}c^2$ in the fourth (should be $\tfrac14AJA\,c^2$, again as in its
-explicit form). `seed_usual_terms` returns the published literal terms so tests can pin this.
+explicit form). `printed_usual_terms` returns the published literal terms so tests can pin this.
 
 **Vakonomic coincidence.** The generic engine's vakonomic motion ($\mu$ in the state)
 coincides with the Euler–Lagrange motion of $T^\mathrm{Vak}_\mathrm{int} - V$ plus
@@ -97,12 +97,12 @@ def vakonomic_kinetic(A, A_dot, J) -> Float[Array, ""]:
     return 0.5 * jnp.trace(X @ J @ X.T)
 
 
-def seed_vakonomic_kinetic(A, A_dot, J) -> Float[Array, ""]:
+def printed_vakonomic_kinetic(A, A_dot, J) -> Float[Array, ""]:
     r"""The published literal $T^\mathrm{Vak}_\mathrm{int}$ (with its typo in the first
     coefficient): $\tfrac12\operatorname{tr}(\dot AJ\dot A) + \tfrac14\operatorname{tr}(BJ\dot A)
     + \tfrac18\operatorname{tr}(BJB^\top)$, $B = A^{-1}\dot AA$.
 
-    **Example:** `seed_vakonomic_kinetic(A, A_dot, J) - vakonomic_kinetic(A, A_dot, J)`.
+    **Example:** `printed_vakonomic_kinetic(A, A_dot, J) - vakonomic_kinetic(A, A_dot, J)`.
     """
     B = jnp.linalg.solve(A, A_dot @ A)
     return (
@@ -173,13 +173,13 @@ def usual_rotation_free_residual(A, A_dot, A_ddot, J, Nbar) -> Float[Array, "n n
     return _sym(AJ @ A_ddot - AJ @ A_dot @ c - 0.5 * AJ @ A @ c_dot + 0.25 * AJ @ A @ c @ c - Nbar)
 
 
-def seed_usual_terms(A, A_dot, A_ddot, J) -> dict[str, Float[Array, "n n"]]:
+def printed_usual_terms(A, A_dot, A_ddot, J) -> dict[str, Float[Array, "n n"]]:
     r"""The four left-hand terms of the published usual tensor equation, literally, next to the
-    first-principles ones (module docstring): keys `"T1"`, `"T2"`, `"T3_seed"`, `"T3"`,
-    `"T4_seed"` ($\tfrac14AJA\,\dot c^2$), `"T4_seed_alt"` ($\tfrac14AJA\,\tfrac{d}{dt}c^2$),
+    first-principles ones (module docstring): keys `"T1"`, `"T2"`, `"T3_printed"`, `"T3"`,
+    `"T4_printed"` ($\tfrac14AJA\,\dot c^2$), `"T4_printed_alt"` ($\tfrac14AJA\,\tfrac{d}{dt}c^2$),
     `"T4"`.
 
-    **Example:** `seed_usual_terms(A, Ad, Add, J)["T3_seed"]`.
+    **Example:** `printed_usual_terms(A, Ad, Add, J)["T3_printed"]`.
     """
     Ai = jnp.linalg.inv(A)
     c = commutator(Ai, A_dot)
@@ -188,10 +188,10 @@ def seed_usual_terms(A, A_dot, A_ddot, J) -> dict[str, Float[Array, "n n"]]:
     return {
         "T1": AJ @ A_ddot,
         "T2": -0.5 * AJ @ A @ c_dot,
-        "T3_seed": -AJ @ c_dot,
+        "T3_printed": -AJ @ c_dot,
         "T3": -AJ @ A_dot @ c,
-        "T4_seed": 0.25 * AJ @ A @ c_dot @ c_dot,
-        "T4_seed_alt": 0.25 * AJ @ A @ (c_dot @ c + c @ c_dot),
+        "T4_printed": 0.25 * AJ @ A @ c_dot @ c_dot,
+        "T4_printed_alt": 0.25 * AJ @ A @ (c_dot @ c + c @ c_dot),
         "T4": 0.25 * AJ @ A @ c @ c,
     }
 
