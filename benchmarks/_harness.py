@@ -196,6 +196,9 @@ def capture_vector_field(fn: Callable, *args):
         box["in"] = jax.tree_util.tree_map(_struct, (t0, y0, args))
         raise _Captured
 
+    # `cx.simulate` is compiled once per system and shapes: clear JAX's caches so that a
+    # program traced earlier in this process is traced again, through the stub.
+    jax.clear_caches()
     with mock.patch.object(diffrax, "diffeqsolve", stub):
         try:
             jax.eval_shape(fn, *args)
