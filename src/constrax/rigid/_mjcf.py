@@ -330,6 +330,13 @@ class MJCFSystem(eqx.Module):
     **Example:**
 
     ```python
+    import mujoco
+    m = mujoco.MjModel.from_xml_string(
+        "<mujoco><option><flag contact='disable'/></option><worldbody><body>"
+        "<joint type='hinge' axis='0 1 0'/><geom type='capsule' size='0.05' "
+        "fromto='0 0 0 0 0 -1' mass='1'/></body></worldbody></mujoco>"
+    )
+    data = mujoco.MjData(m)
     imported = cx.rigid.from_mjcf(m)  # m: a mujoco.MjModel
     q, qd = imported.from_mujoco_state(data.qpos, data.qvel)
     p = dict(imported.params, ctrl=jnp.asarray(data.ctrl))
@@ -725,7 +732,14 @@ def from_mjcf(
     **Example:**
 
     ```python
-    imported = cx.rigid.from_mjcf("cartpole.xml", ignore=("contacts", "limits"))
+    import mujoco
+    m = mujoco.MjModel.from_xml_string(
+        "<mujoco><option><flag contact='disable'/></option><worldbody><body>"
+        "<joint type='hinge' axis='0 1 0'/><geom type='capsule' size='0.05' "
+        "fromto='0 0 0 0 0 -1' mass='1'/></body></worldbody></mujoco>"
+    )
+    data = mujoco.MjData(m)
+    imported = cx.rigid.from_mjcf(m)  # or a path to an MJCF file, or an XML string
     q, qd = imported.from_mujoco_state(data.qpos, data.qvel)
     out = cx.accelerations(imported.system, 0.0, q, qd, imported.params)
     qacc = imported.mujoco_acceleration(q, qd, out.qdd)  # == data.qacc after mj_forward
