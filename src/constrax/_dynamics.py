@@ -233,7 +233,7 @@ def accelerations(
     q_dot, qd_used, qdd, lam, state, A, b = _step(
         system, prescription, constraint_solver, stabilisation, t, q, qd, mu, p, mask
     )
-    residual, _ = inconsistent(A, qdd, b, 0.0)
+    residual = A @ qdd - b
     force = generalized_force(system, t, q, qd_used, p)
     R_mult = A.T @ lam
     if prescription.multiplier_state:

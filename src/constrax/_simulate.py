@@ -41,7 +41,7 @@ from ._dynamics import (
 )
 from ._guards import attach_check, checked
 from ._prescriptions import AbstractPrescription, DAlembert
-from ._solve import KKT, AbstractConstraintSolver, AutoSolver, UdwadiaKalaba
+from ._solve import AbstractConstraintSolver, AutoSolver, UdwadiaKalaba
 from ._stabilisation import AbstractStabilisation
 from ._system import (
     System,
@@ -133,7 +133,7 @@ class _VectorField(eqx.Module):
             p,
             np.asarray(self.mask, dtype=bool),
         )
-        if self.consistency_rtol is not None and not isinstance(self.solver, KKT):
+        if self.consistency_rtol is not None and self.solver.rank_robust:
             # Only a rank-robust solve can return a least-squares answer; KKT raises instead.
             _, bad = inconsistent(A, qdd, b, self.consistency_rtol)
             qdd = checked(qdd, bad, _INCONSISTENT)

@@ -22,6 +22,7 @@ $$W\ddot q = f + A^\top\lambda, \qquad A\ddot q = b.$$
 """
 
 import abc
+from typing import ClassVar
 
 import equinox as eqx
 import equinox.internal as eqxi
@@ -53,6 +54,9 @@ def _default_rtol(dtype) -> float:
 
 class AbstractConstraintSolver(eqx.Module):
     """Factor $(W, A)$ once; solve for $(\\ddot q, \\lambda)$; project onto $A\\delta = r$."""
+
+    rank_robust: eqx.AbstractClassVar[bool]
+    """Whether a rank-deficient $A$ gets a least-squares answer (rather than an error)."""
 
     @abc.abstractmethod
     def factor(self, W: Float[Array, "n n"], A: Float[Array, "m n"]):
@@ -88,6 +92,8 @@ class KKT(AbstractConstraintSolver):
       saddle matrix as singular (default `100 * eps`).
     - `throw`: raise (via `equinox.error_if`) on a singular saddle matrix (default `True`).
     """
+
+    rank_robust: ClassVar[bool] = False
 
     pivot_rtol: float | None = None
     throw: bool = True
@@ -161,6 +167,8 @@ class UdwadiaKalaba(AbstractConstraintSolver):
     - `throw`: raise if $W$ is not positive definite on $\ker A$ (default `True`).
     """
 
+    rank_robust: ClassVar[bool] = True
+
     rtol: float | None = None
     throw: bool = True
 
@@ -232,6 +240,8 @@ class AutoSolver(AbstractConstraintSolver):
       the pivots of a singular matrix are only resolved to a few $\epsilon$).
     - `rtol`: the pseudoinverse cutoff of the fallback (see `UdwadiaKalaba`).
     """
+
+    rank_robust: ClassVar[bool] = True
 
     switch_rtol: float | None = None
     rtol: float | None = None
