@@ -36,15 +36,19 @@ import pytest
 import constrax as cx
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings, strategies as st  # noqa: E402
 
 RUNTIME = (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError)
-FAST = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
+# Derandomized: CI draws the same examples on every run (a failure reproduces exactly);
+# explore new ones locally with `pytest --hypothesis-seed=random -p no:randomly`.
+_COMMON = dict(
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    database=None,
+    derandomize=True,
 )
-SLOW = settings(
-    max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
-)
+FAST = settings(max_examples=60, **_COMMON)
+SLOW = settings(max_examples=2000, **_COMMON)
 
 # ----------------------------------------------------------------------------------------
 # Random systems: the shapes are fixed per case (one compilation each), values come from p.
@@ -245,7 +249,14 @@ def _compare(shape_name, solver_names, seed, log_cond):
     lam_scale = np.max(np.abs(lam_ref), initial=0.0) + 1.0
     for name, (qdd, lam, rank) in out.items():
         if name == "kkt-flag" and rank == -1:
-            continue  # singular saddle matrix, reported as such
+            # KKT flags a saddle matrix whose LU pivots span more than 1/(100 eps): allowed
+            # for redundant rows, and for full-rank rows only where the saddle matrix is
+            # numerically singular (M of condition 1e6 with a badly conditioned A reaches
+            # cond(K) ~ 1e14); never on a well-conditioned problem.
+            if not shape.redundant:
+                K = np.block([[p["M"], -A.T], [A, np.zeros((shape.m, shape.m))]])
+                assert np.linalg.cond(K) > 1e12, f"KKT flagged cond(K) = {np.linalg.cond(K):.1e}"
+            continue
         assert np.all(np.isfinite(qdd)) and np.all(np.isfinite(lam)), name
         _check_close(qdd, qdd_ref, qdd_scale, rtol, f"{name}: qdd")
         _check_close(lam, lam_ref, lam_scale, rtol, f"{name}: multipliers")
@@ -253,13 +264,14 @@ def _compare(shape_name, solver_names, seed, log_cond):
 
 seeds = st.integers(0, 2**32 - 1)
 log_conds = st.floats(0.0, 6.0)
-ALL = ("kkt", "uk", "auto")
+ALL = ("kkt-flag", "uk", "auto")
 RANK_TOLERANT = ("uk", "auto", "kkt-flag")
 
 
 @pytest.mark.parametrize("shape_name", FULL_RANK)
 @FAST
 @given(seed=seeds, log_cond=log_conds)
+@example(seed=5164, log_cond=6.0)  # cond(K) = 2e14 on n3-hol1-pf1: KKT flags it singular
 def test_accelerations_match_a_dense_kkt_solve(shape_name, seed, log_cond):
     _compare(shape_name, ALL, seed, log_cond)
 
