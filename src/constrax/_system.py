@@ -316,19 +316,26 @@ def constraint_rows(
     $(c, c_\text{bias})$ is one `jax.jvp` of $(t, q)\mapsto c(t, q, \dot q)$ along
     $(1, \dot q)$ with $\dot q$ held fixed: only first derivatives of the rows, never
     tangents of $\partial c/\partial\dot q$. $A$ is read off directly: $\partial g/\partial q$
-    for `Holonomic`, $\omega$ for a `Pfaffian` given by its one-form, otherwise
+    for `Holonomic`, $\omega$ for a `Pfaffian` given by its one-form (there one `jax.jvp` of
+    $(\omega, b)$ gives all three, $c_\text{bias} = \dot\omega\dot q + \dot b$), otherwise
     $\partial c/\partial\dot q$ at $(t, q, \dot q)$ (reverse mode when there are fewer rows
     than coordinates); a `Holonomic` or `Pfaffian` given by its velocity form is
     differentiated in $\dot q$ like a velocity constraint.
     """
+    if isinstance(con, Pfaffian) and con.omega is not None:
+        # One jvp of (omega, b) gives A = omega, c = omega qd + b and
+        # c_bias = omega_dot qd + b_dot; omega is traced once.
+        def one_form_and_term(t_, q_):
+            return con.one_form(t_, q_, p).astype(q.dtype), con.affine_term(t_, q_, p)
+
+        (A, b), (A_dot, b_dot) = jax.jvp(one_form_and_term, (t, q), (jnp.ones_like(t), qd))
+        return A, A @ qd + b.astype(q.dtype), A_dot @ qd + b_dot.astype(q.dtype)
     fn = lambda t_, q_: jnp.atleast_1d(con.velocity_residual(t_, q_, qd, p)).astype(q.dtype)
     c, c_bias = jax.jvp(fn, (t, q), (jnp.ones_like(t), qd))
     k = c.shape[0]
     if isinstance(con, Holonomic) and con.velocity is None:
         g = lambda q_: jnp.atleast_1d(con.g(t, q_, p)).astype(q.dtype)
         A = row_jacobian(g, q, k)
-    elif isinstance(con, Pfaffian) and con.omega is not None:
-        A = con.one_form(t, q, p).astype(q.dtype)
     else:
         v = lambda qd_: jnp.atleast_1d(con.velocity_residual(t, q, qd_, p)).astype(q.dtype)
         A = row_jacobian(v, qd, k)

@@ -19,7 +19,7 @@ from ..rigid._contacts import (
 )
 from ..rigid._friction import combine_forces, viscous_rolling_friction, viscous_spin_friction
 from ..rigid._orientation import AbstractOrientation, Quaternion, RotationMatrix
-from ..rigid._so3 import euler_zxz_to_rotation, rotation_from_axis_angle
+from ..rigid._so3 import cross, euler_zxz_to_rotation, rotation_from_axis_angle
 from ._model import Model, resolve_params
 
 _Z = jnp.array([0.0, 0.0, 1.0])
@@ -185,7 +185,7 @@ def tilted_rolling_disk(*, orientation: AbstractOrientation = _QUATERNION, **ove
     a2, e3 = R0[:, 1], R0[:, 2]
     centre = a * a2  # contact point at the origin
     w0 = Om * _Z + rolling_disk_spin_rate(th, Om, p) * e3
-    v0 = jnp.cross(w0, centre)  # rolling: v = omega x (r - r_contact)
+    v0 = cross(w0, centre)  # rolling: v = omega x (r - r_contact)
     q0, qd0 = template.state(centre, R0, v0, w0)
     return Model(system, p, q0, qd0, template.coordinate_names())
 
@@ -240,8 +240,8 @@ def ball_on_turntable(*, orientation: AbstractOrientation = _QUATERNION, **overr
     a = p["radius"]
     r0 = jnp.concatenate([p["r0"], a[None]])
     v0 = jnp.concatenate([p["v0"], jnp.zeros(1)])
-    s = (p["Omega"] * jnp.cross(_Z, r0 - a * _Z) - v0) / a
-    w0 = jnp.cross(s, _Z) + p["spin0"] * _Z
+    s = (p["Omega"] * cross(_Z, r0 - a * _Z) - v0) / a
+    w0 = cross(s, _Z) + p["spin0"] * _Z
     q0, qd0 = template.state(r0, jnp.eye(3), v0, w0)
     return Model(system, p, q0, qd0, template.coordinate_names())
 

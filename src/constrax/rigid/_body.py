@@ -26,6 +26,7 @@ from jaxtyping import Array, ArrayLike, Float
 from .._constraints import Holonomic
 from .._tolerances import rounding_tolerance
 from ._orientation import AbstractOrientation, Quaternion, check_rotation
+from ._so3 import cross
 
 _QUATERNION = Quaternion()
 
@@ -219,7 +220,7 @@ class RigidBody(eqx.Module):
 
     def spatial_translational_velocity(self, q, qd) -> Float[Array, " 3"]:
         r"""$v = \dot r + r\times\omega$ (Briggs 2016, Def. 2.21 (iii))."""
-        return self.velocity(q, qd) + jnp.cross(self.position(q), self.angular_velocity(q, qd))
+        return self.velocity(q, qd) + cross(self.position(q), self.angular_velocity(q, qd))
 
     def body_translational_velocity(self, q, qd) -> Float[Array, " 3"]:
         r"""$V = R^\top\dot r$ (Briggs 2016, Def. 2.21 (iv))."""
@@ -241,7 +242,7 @@ class RigidBody(eqx.Module):
         r"""Velocity $\dot r + \omega\times\Delta$ of the material point currently at
         $r + \Delta$ (`delta` in the spatial frame)."""
         delta = check_point(delta, "delta", jnp.asarray(q).dtype)
-        return self.velocity(q, qd) + jnp.cross(self.angular_velocity(q, qd), delta)
+        return self.velocity(q, qd) + cross(self.angular_velocity(q, qd), delta)
 
     # -- dynamics -------------------------------------------------------------------------
 

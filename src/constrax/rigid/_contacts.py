@@ -27,7 +27,7 @@ from jaxtyping import Array, ArrayLike, Float
 from .._constraints import AbstractConstraint, Holonomic, Pfaffian
 from .._tolerances import rounding_tolerance
 from ._body import RigidBody, check_point
-from ._so3 import safe_rsqrt, safe_sqrt
+from ._so3 import cross, safe_rsqrt, safe_sqrt
 
 _FRAMES = ("body", "spatial")
 
@@ -325,7 +325,7 @@ def rotating_plane(
 
     def velocity(t, x, p):
         w = rate(t, p) if callable(rate) else rate
-        return w * jnp.cross(n.astype(x.dtype), x - c.astype(x.dtype))
+        return w * cross(n.astype(x.dtype), x - c.astype(x.dtype))
 
     return Plane(velocity=velocity, **plane_kwargs)
 

@@ -18,6 +18,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int
 from .._constraints import AbstractConstraint
 from .._system import as_time, check_state
 from ._body import RigidBody
+from ._so3 import cross
 
 
 def _rows3(x, name) -> Array:
@@ -51,7 +52,7 @@ def translational_rows(
         raise ValueError(
             f"`offsets` must have one offset per direction: expected shape {u.shape}, got {d.shape}"
         )
-    return jnp.concatenate([jnp.cross(u, d), u], 1)
+    return jnp.concatenate([cross(u, d), u], 1)
 
 
 class PrimaryConstraintAnalysis(eqx.Module):

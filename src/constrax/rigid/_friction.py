@@ -42,15 +42,25 @@ def body_force(
     **Example:** `body_force(body, q, torque=jnp.array([0.0, 0.0, -0.1]))`.
     """
     q = jnp.asarray(q)
-    zero = jnp.zeros(3, q.dtype)
-    delta = zero if offset is None else check_point(offset, "offset")
-    F = zero if force is None else check_point(force, "force")
-    tau = zero if torque is None else check_point(torque, "torque")
-
-    def power(v):  # linear in v: F . v_P + tau . omega
-        return F @ body.offset_velocity(q, v, delta) + tau @ body.angular_velocity(q, v)
-
-    return jax.grad(power)(jnp.zeros_like(q))
+    loads, maps = [], []
+    if force is not None:
+        loads.append(check_point(force, "force").astype(q.dtype))
+        if offset is None:
+            maps.append(lambda v: body.velocity(q, v))
+        else:
+            delta = check_point(offset, "offset").astype(q.dtype)
+            maps.append(lambda v: body.offset_velocity(q, v, delta))
+    if torque is not None:
+        loads.append(check_point(torque, "torque").astype(q.dtype))
+        maps.append(lambda v: body.angular_velocity(q, v))
+    if not loads:
+        return jnp.zeros_like(q)
+    # Q = J^T (F, tau) for the linear map J: qd -> (v_P, omega), transposed without
+    # linearising it (a forward pass and its transpose only).
+    (Q,) = jax.linear_transpose(lambda v: tuple(m(v) for m in maps), jnp.zeros_like(q))(
+        tuple(loads)
+    )
+    return Q
 
 
 def _unit(n) -> Array:
