@@ -66,11 +66,12 @@ def hand_rollout(vf: Callable, y0, p, t1: float = T1, dt0: float = DT0, **overri
 
 
 def constrax_rollout(system: cx.System, q0, qd0, p, t1: float = T1, dt0: float = DT0, **kwargs):
-    """Final state `(q, qd[, mu])` of `cx.simulate(..., constraint_solver=cx.KKT())` with
-    the shared settings."""
-    traj = cx.simulate(
-        system, q0, qd0, p, constraint_solver=cx.KKT(), **{**solve_kwargs(t1, dt0), **kwargs}
-    )
+    """Final state `(q, qd[, mu])` of `cx.simulate(..., constraint_solver=cx.KKT(),
+    stabilisation=None)` with the shared settings: the same equations as the hand-written
+    fields (simulate's default `Projection` is opted out of; pass `stabilisation=` to
+    measure it)."""
+    kwargs = {"constraint_solver": cx.KKT(), "stabilisation": None, **kwargs}
+    traj = cx.simulate(system, q0, qd0, p, **{**solve_kwargs(t1, dt0), **kwargs})
     if traj.mu is None:
         return traj.q[-1], traj.qd[-1]
     return traj.q[-1], traj.qd[-1], traj.mu[-1]

@@ -322,3 +322,42 @@ def test_accelerations_have_the_same_limit_from_both_sides_of_the_singularity():
     # ... and the common limit is Gauss's (Udwadia–Kalaba) motion at the singular point.
     np.testing.assert_allclose(plus[-1], at, atol=1e-5 * np.max(np.abs(at)))
     np.testing.assert_allclose(minus[-1], at, atol=1e-5 * np.max(np.abs(at)))
+
+
+# ----------------------------------------------------------------------------------------
+# Gradients through the crossings, with simulate's defaults (Projection stabilisation,
+# AutoSolver, adaptive Tsit5 at rtol = atol = 1e-8).
+
+
+def _admissible_jnp(phi, s=0.6, th=0.3, phd=0.5):
+    """`admissible` in jnp, differentiable in the initial steering angle `phi`."""
+    l = PARAMS["l"]
+    xb, thd = s * l * jnp.cos(phi), 2 * s * jnp.sin(phi)
+    q = jnp.stack([0.2, -0.1, th, phi])
+    qd = jnp.stack([xb * jnp.cos(th), xb * jnp.sin(th), thd, phd])
+    return q, qd
+
+
+def _final_xy(theta):
+    """`x(T1) + y(T1)` of a default `simulate` from phi0 = theta["phi0"] with the torque
+    amplitude theta["tau_amp"]: four crossings of phi = pi/2 + k pi on the way."""
+    q0, qd0 = _admissible_jnp(theta["phi0"])
+    p = {**_p(), "tau_amp": theta["tau_amp"]}
+    q = cx.simulate(SNAKE, q0, qd0, p, t1=T1).q[-1]
+    return q[0] + q[1]
+
+
+def test_default_gradient_through_four_crossings_matches_central_differences():
+    # Without the default Projection, AD gives d/dtau_amp = -214 against +0.785 by central
+    # differences here (measured at consistency_rtol=None; docs/concepts/gradients.md).
+    theta = {"phi0": jnp.asarray(1.2), "tau_amp": jnp.asarray(PARAMS["tau_amp"])}
+    assert _crossings(1.2 + 0.5 * TS + 3 * (TS - np.sin(TS))) >= 3  # phi(t) in closed form
+    grad = eqx.filter_jit(jax.grad(_final_xy))(theta)
+    f = eqx.filter_jit(_final_xy)
+    h = 1e-5
+    for key in theta:
+        up = f({**theta, key: theta[key] + h})
+        down = f({**theta, key: theta[key] - h})
+        fd = (up - down) / (2 * h)
+        assert abs(float(fd)) > 1e-2, (key, fd)  # a real dependence
+        np.testing.assert_allclose(grad[key], fd, rtol=1e-6, err_msg=key)

@@ -29,7 +29,9 @@ def data() -> jax.Array:
     """Snake-cart coordinates `(len(TS), 4)` simulated with `TRUE` (noise-free)."""
     p = {**snake.params(), **{k: jnp.asarray(v) for k, v in TRUE.items()}}
     q0, qd0 = snake.initial_state()
-    sim = lambda p: cx.simulate(snake.system(), q0, qd0, p, constraint_solver=cx.KKT(), **_solve())
+    sim = lambda p: cx.simulate(
+        snake.system(), q0, qd0, p, constraint_solver=cx.KKT(), stabilisation=None, **_solve()
+    )
     return jax.jit(lambda p: sim(p).q)(p)
 
 
@@ -37,7 +39,7 @@ def problem(y) -> cx.fit.IdentificationProblem:
     return cx.fit.IdentificationProblem(
         snake.system(), cx.fit.Observations(TS, y, sigma=1.0), *snake.initial_state(),
         snake.params(), dt0=h.DT0, stepsize_controller=diffrax.ConstantStepSize(),
-        max_steps=h.MAX_STEPS, constraint_solver=cx.KKT(),
+        max_steps=h.MAX_STEPS, constraint_solver=cx.KKT(), stabilisation=None,
     )  # fmt: skip
 
 
@@ -47,7 +49,9 @@ def functions(y) -> dict:
     every_step = diffrax.RecursiveCheckpointAdjoint(checkpoints=N_STEPS + 1)
 
     def loss(p, q0, qd0, y, adjoint=diffrax.RecursiveCheckpointAdjoint()):
-        traj = cx.simulate(system, q0, qd0, p, constraint_solver=cx.KKT(), **_solve(adjoint))
+        traj = cx.simulate(
+            system, q0, qd0, p, constraint_solver=cx.KKT(), stabilisation=None, **_solve(adjoint)
+        )
         return jnp.sum((traj.q - y) ** 2)
 
     def hand_loss(p, q0, qd0, y, adjoint=diffrax.RecursiveCheckpointAdjoint()):

@@ -120,6 +120,8 @@ def _step(
     with jax.named_scope("factor"):
         state = solver.factor(W, A)
     q_dot = qd_used = qd
+    if mask.shape[0] == 0:
+        stabilisation = None  # nothing to project or relax
     has_holonomic = bool(mask.any())
     if isinstance(stabilisation, Projection):
         with jax.named_scope("projection"):

@@ -42,7 +42,7 @@ from ._dynamics import (
 from ._guards import attach_check, checked
 from ._prescriptions import AbstractPrescription, DAlembert
 from ._solve import AbstractConstraintSolver, AutoSolver, UdwadiaKalaba
-from ._stabilisation import AbstractStabilisation
+from ._stabilisation import AbstractStabilisation, Projection, stabilisation_dtmax
 from ._system import (
     System,
     as_time,
@@ -375,7 +375,7 @@ def simulate(
     prescription: AbstractPrescription = DAlembert(),
     mu0: Float[Array, " m"] | None = None,
     constraint_solver: AbstractConstraintSolver = AutoSolver(),
-    stabilisation: AbstractStabilisation | None = None,
+    stabilisation: AbstractStabilisation | None = Projection(),
     project_initial: bool = False,
     initial_tolerance: float | None = None,
     consistency_rtol: float | None | str = "default",
@@ -393,13 +393,25 @@ def simulate(
     - `t0`, `t1`, `dt0`: time span and initial step (`dt0=None` lets an adaptive controller
       choose; required with `diffrax.ConstantStepSize`).
     - `solver`, `stepsize_controller`, `saveat`, `adjoint`, `max_steps`, `progress_meter`:
-      passed to diffrax. Defaults: `Tsit5()`, `PIDController(rtol=tol, atol=tol)` with
-      `tol` $= \max(10^{-8}, 100\epsilon)$ of the dtype ($10^{-8}$ in float64,
-      $1.2\times10^{-5}$ in float32), `SaveAt(t1=True)`, `RecursiveCheckpointAdjoint()`.
+      passed to diffrax. Defaults: `Tsit5()`, `PIDController(rtol=tol, atol=tol,
+      dtmax=1/rate)` with `tol` $= \max(10^{-8}, 100\epsilon)$ of the dtype ($10^{-8}$ in
+      float64, $1.2\times10^{-5}$ in float32) and `rate` the fastest decay rate of the
+      stabilisation (`Projection()`: 10/s, so steps of at most 0.1 s; no cap without
+      stabilisation or constraints), `SaveAt(t1=True)`, `RecursiveCheckpointAdjoint()`.
+      The cap keeps gradients right: an adaptive controller does not see the decaying
+      modes on a consistent state, but derivatives excite them. Pass `dtmax` the same
+      way to a controller of your own.
     - `prescription`: `cx.DAlembert()` or `cx.Vakonomic()`; `mu0` the initial vakonomic
       multipliers `(m,)` (default zeros: $\mu_0$ is free initial data of that problem).
     - `constraint_solver`: `cx.AutoSolver()`, `cx.KKT()` or `cx.UdwadiaKalaba()`.
-    - `stabilisation`: `None` (default), `cx.Baumgarte(...)` or `cx.Projection(...)`.
+    - `stabilisation`: `cx.Projection()` (default), `cx.Baumgarte(...)` or `None`. The
+      default evaluates the dynamics at the velocity projected onto the constraints, so
+      that the integration's drift never reaches the solve: this is what keeps gradients
+      right through singular configurations (the snake cart's $\phi = \pm\pi/2$), where
+      without it AD disagrees with finite differences by orders of magnitude
+      (docs/concepts/gradients.md, "Through singular configurations"). `None` is cheaper
+      per step and fine away from singular configurations. Systems without constraints
+      ignore it.
     - `project_initial`: project `(q0, qd0)` with `consistent_initial_state` first.
       Otherwise an initial state that violates a constraint by more than
       `initial_tolerance` (absolute on $g$; relative to $\max(1, |\dot q|_\infty)$ on
@@ -473,7 +485,8 @@ def simulate(
         q0 = _check_mass_on_kernel(system, prescription, t0a, q0, qd0, mu0, p)
     if stepsize_controller is None:
         tol = integration_tolerance(q0.dtype)
-        stepsize_controller = diffrax.PIDController(rtol=tol, atol=tol)
+        dtmax = stabilisation_dtmax(stabilisation) if system.constraints else None
+        stepsize_controller = diffrax.PIDController(rtol=tol, atol=tol, dtmax=dtmax)
     if saveat is None:
         saveat = diffrax.SaveAt(t1=True)
     y0 = (q0, qd0) if mu0 is None else (q0, qd0, mu0)

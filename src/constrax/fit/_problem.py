@@ -108,10 +108,12 @@ def set_simulate_options(
     prescription: AbstractPrescription,
     constraint_solver: AbstractConstraintSolver,
     span: float,
+    dtmax: float | None = None,
 ) -> None:
     r"""Store the `cx.simulate` options of a problem (call inside its `__init__`); the
-    default step-size controller is `PIDController(rtol=tol, atol=tol)` with `tol`
-    $= \max(10^{-10}, 100\epsilon)$ of the default float dtype, the default
+    default step-size controller is `PIDController(rtol=tol, atol=tol, dtmax=dtmax)` with
+    `tol` $= \max(10^{-10}, 100\epsilon)$ of the default float dtype and `dtmax` the
+    stabilisation's step cap (`cx.simulate`), the default
     adjoint `default_adjoint(...)` over the longest interval `span` of one solve."""
     problem.solver = solver
     problem.dt0 = None if dt0 is None else float(dt0)
@@ -119,6 +121,7 @@ def set_simulate_options(
         diffrax.PIDController(
             rtol=fit_integration_tolerance(jnp.result_type(float)),
             atol=fit_integration_tolerance(jnp.result_type(float)),
+            dtmax=dtmax,
         )
         if stepsize_controller is None
         else stepsize_controller

@@ -19,7 +19,7 @@ from .._custom_types import Params
 from .._prescriptions import AbstractPrescription, DAlembert
 from .._simulate import Trajectory, simulate
 from .._solve import AbstractConstraintSolver, AutoSolver
-from .._stabilisation import AbstractStabilisation
+from .._stabilisation import AbstractStabilisation, Projection, stabilisation_dtmax
 from .._system import System, check_state
 from ._checkpoint import config_hash
 from ._controls import AbstractControl
@@ -40,7 +40,8 @@ class TrajectoryProblem(AbstractProblem):
     - `goal_q`, `goal_qd`: target state `(n,)` at `t1`; `None` leaves it free.
     - `terminal_weight` $w_T$ (scalar or `(n,)` per coordinate), `effort_weight` $w_u$.
     - `solver`, `dt0`, `stepsize_controller`, `adjoint`, `max_steps`, `prescription`,
-      `stabilisation`, `constraint_solver`: passed to `cx.simulate` (default adjoint
+      `stabilisation`, `constraint_solver`: passed to `cx.simulate` (defaults as there,
+      `cx.Projection()` stabilisation included; default adjoint
       `RecursiveCheckpointAdjoint`, one checkpoint per step under `ConstantStepSize`:
       `cx.fit.default_adjoint`; e.g. `diffrax.BacksolveAdjoint()` or
       `diffrax.ForwardMode()` also work).
@@ -96,7 +97,7 @@ class TrajectoryProblem(AbstractProblem):
         adjoint: diffrax.AbstractAdjoint | None = None,
         max_steps: int = 16384,
         prescription: AbstractPrescription = DAlembert(),
-        stabilisation: AbstractStabilisation | None = None,
+        stabilisation: AbstractStabilisation | None = Projection(),
         constraint_solver: AbstractConstraintSolver = AutoSolver(),
     ):
         if not isinstance(system, System):
@@ -146,6 +147,7 @@ class TrajectoryProblem(AbstractProblem):
             prescription=prescription,
             constraint_solver=constraint_solver,
             span=self.t1 - self.t0,
+            dtmax=stabilisation_dtmax(stabilisation) if system.constraints else None,
         )
         self.stabilisation = stabilisation
 
