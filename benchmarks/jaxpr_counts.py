@@ -1,6 +1,6 @@
 r"""Deterministic jaxpr equation counts of every benchmark case (no timing, no compiling).
 
-    python benchmarks/jaxpr_counts.py                 # writes benchmarks/results/jaxpr_counts.json
+    python benchmarks/jaxpr_counts.py                 # writes benchmarks/results/jaxpr_counts.{json,md}
     python benchmarks/jaxpr_counts.py --only chain --by-primitive   # print, per primitive
 
 For each case and contender (constrax, hand-written): `vf` = one evaluation of the vector
@@ -85,8 +85,33 @@ def main(argv=None) -> dict:
                 old = json.load(fh)
             res["cases"] = {**old.get("cases", {}), **res["cases"]}
         h.write_json(args.out, res)
-        print(f"wrote {args.out} ({res['wall_s']:.0f} s)")
+        md = os.path.splitext(args.out)[0] + ".md"
+        with open(md, "w") as fh:
+            fh.write(markdown(res))
+        print(f"wrote {args.out} and {md} ({res['wall_s']:.0f} s)")
     return res
+
+
+def markdown(res: dict) -> str:
+    """The counts as a markdown table: constrax / hand-written and their ratio."""
+    measures = ("vf", "vf_vjp", "acc", "acc_vjp")
+    head = "| case | " + " | ".join(measures) + " |\n|---|" + "---|" * len(measures) + "\n"
+    rows = []
+    for name, c in res["cases"].items():
+        cells = []
+        for k in measures:
+            if k in c["constrax"]:
+                a, b = c["constrax"][k], c["hand"][k]
+                cells.append(f"{a} / {b} ({a / b:.1f}x)")
+            else:
+                cells.append("—")
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    v = res["versions"]
+    foot = (
+        f"\nconstrax / hand-written jaxpr equations. {res['date_utc']}, jax {v['jax']}, "
+        f"diffrax {v['diffrax']}, equinox {v['equinox']}.\n"
+    )
+    return head + "\n".join(rows) + "\n" + foot
 
 
 if __name__ == "__main__":
