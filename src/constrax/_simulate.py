@@ -42,7 +42,11 @@ from ._dynamics import (
 from ._guards import attach_check, checked
 from ._prescriptions import AbstractPrescription, DAlembert
 from ._solve import AbstractConstraintSolver, AutoSolver, UdwadiaKalaba
-from ._stabilisation import AbstractStabilisation, Projection, stabilisation_dtmax
+from ._stabilisation import (
+    VELOCITY_PROJECTION,
+    AbstractStabilisation,
+    stabilisation_dtmax,
+)
 from ._system import (
     System,
     as_time,
@@ -375,7 +379,7 @@ def simulate(
     prescription: AbstractPrescription = DAlembert(),
     mu0: Float[Array, " m"] | None = None,
     constraint_solver: AbstractConstraintSolver = AutoSolver(),
-    stabilisation: AbstractStabilisation | None = Projection(),
+    stabilisation: AbstractStabilisation | None = VELOCITY_PROJECTION,
     project_initial: bool = False,
     initial_tolerance: float | None = None,
     consistency_rtol: float | None | str = "default",
@@ -396,7 +400,7 @@ def simulate(
       passed to diffrax. Defaults: `Tsit5()`, `PIDController(rtol=tol, atol=tol,
       dtmax=1/rate)` with `tol` $= \max(10^{-8}, 100\epsilon)$ of the dtype ($10^{-8}$ in
       float64, $1.2\times10^{-5}$ in float32) and `rate` the fastest decay rate of the
-      stabilisation (`Projection()`: 10/s, so steps of at most 0.1 s; no cap without
+      stabilisation (the default's: 10/s, so steps of at most 0.1 s; no cap without
       stabilisation or constraints), `SaveAt(t1=True)`, `RecursiveCheckpointAdjoint()`.
       The cap keeps gradients right: an adaptive controller does not see the decaying
       modes on a consistent state, but derivatives excite them. Pass `dtmax` the same
@@ -404,12 +408,15 @@ def simulate(
     - `prescription`: `cx.DAlembert()` or `cx.Vakonomic()`; `mu0` the initial vakonomic
       multipliers `(m,)` (default zeros: $\mu_0$ is free initial data of that problem).
     - `constraint_solver`: `cx.AutoSolver()`, `cx.KKT()` or `cx.UdwadiaKalaba()`.
-    - `stabilisation`: `cx.Projection()` (default), `cx.Baumgarte(...)` or `None`. The
-      default evaluates the dynamics at the velocity projected onto the constraints, so
-      that the integration's drift never reaches the solve: this is what keeps gradients
-      right through singular configurations (the snake cart's $\phi = \pm\pi/2$), where
-      without it AD disagrees with finite differences by orders of magnitude
-      (docs/concepts/gradients.md, "Through singular configurations"). `None` is cheaper
+    - `stabilisation`: `cx.Projection(alpha=10.0, beta=0.0)` (default: the velocity
+      projection), `cx.Projection()` (also corrects the position drift of holonomic
+      rows), `cx.Baumgarte(...)` or `None`. The default evaluates the dynamics at the
+      velocity projected onto the constraints, so that the integration's drift never
+      reaches the solve: this is what keeps gradients right through singular
+      configurations (the snake cart's $\phi = \pm\pi/2$), where without it AD disagrees
+      with finite differences by orders of magnitude (docs/concepts/gradients.md,
+      "Through singular configurations"). `beta=0` because the position correction makes
+      redundant holonomic rows stiff (docs/concepts/stabilisation.md). `None` is cheaper
       per step and fine away from singular configurations. Systems without constraints
       ignore it.
     - `project_initial`: project `(q0, qd0)` with `consistent_initial_state` first.

@@ -99,6 +99,16 @@ class Projection(AbstractStabilisation):
         return max(float(self.alpha), float(self.beta))
 
 
+VELOCITY_PROJECTION = Projection(alpha=10.0, beta=0.0)
+"""The default stabilisation of `cx.simulate`, `rollout_batch` and `cx.fit`:
+`Projection(alpha=10.0, beta=0.0)`, the velocity projection without the position
+correction. The position correction $\beta W^{-1}A^\top(AW^{-1}A^\top)^+ g$ divides by
+the smallest singular value of $A$ off the constraint manifold, which makes redundant
+holonomic rows (loop closures) stiff: measured on the MJCF loop of
+`experiments/mjcf_soft_equality.py`, 142 steps without stabilisation, 511 with
+`Projection(10, 0)` and more than 16384 with `Projection(10, 10)`."""
+
+
 def stabilisation_dtmax(stabilisation: AbstractStabilisation | None) -> float | None:
     r"""The largest step that resolves the decay the stabilisation imposes, $1/\text{rate}$
     (`None` without stabilisation or with zero or traced rates).

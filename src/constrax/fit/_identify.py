@@ -23,7 +23,11 @@ from .._custom_types import Params
 from .._prescriptions import AbstractPrescription, DAlembert
 from .._simulate import simulate
 from .._solve import AbstractConstraintSolver, AutoSolver
-from .._stabilisation import AbstractStabilisation, Projection, stabilisation_dtmax
+from .._stabilisation import (
+    VELOCITY_PROJECTION,
+    AbstractStabilisation,
+    stabilisation_dtmax,
+)
 from .._system import System, check_state
 from ._checkpoint import config_hash
 from ._observations import Observations
@@ -60,8 +64,8 @@ class IdentificationProblem(AbstractProblem):
     - `t0`: initial time (`<=` the first observation time).
     - `solver`, `dt0`, `stepsize_controller`, `adjoint`, `max_steps`, `prescription`,
       `constraint_solver`, `stabilisation`: passed to `cx.simulate` (defaults `Tsit5`,
-      `PIDController(rtol=1e-10, atol=1e-10)`, `AutoSolver`, `cx.Projection()` as in
-      `cx.simulate`; the default adjoint is
+      `PIDController(rtol=1e-10, atol=1e-10)`, `AutoSolver`, `cx.Projection(10.0, 0.0)`
+      as in `cx.simulate`; the default adjoint is
       `RecursiveCheckpointAdjoint`, with one checkpoint per step under `ConstantStepSize`:
       see `cx.fit.default_adjoint`). `diffrax.BacksolveAdjoint()` (the continuous
       adjoint) is cheaper still, but its gradient only approximates the discrete one
@@ -123,7 +127,7 @@ class IdentificationProblem(AbstractProblem):
         max_steps: int = 16384,
         prescription: AbstractPrescription = DAlembert(),
         constraint_solver: AbstractConstraintSolver = AutoSolver(),
-        stabilisation: AbstractStabilisation | None = Projection(),
+        stabilisation: AbstractStabilisation | None = VELOCITY_PROJECTION,
     ):
         if not isinstance(system, System):
             raise TypeError(f"`system` must be a cx.System, got {type(system).__name__}")

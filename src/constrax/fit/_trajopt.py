@@ -19,7 +19,11 @@ from .._custom_types import Params
 from .._prescriptions import AbstractPrescription, DAlembert
 from .._simulate import Trajectory, simulate
 from .._solve import AbstractConstraintSolver, AutoSolver
-from .._stabilisation import AbstractStabilisation, Projection, stabilisation_dtmax
+from .._stabilisation import (
+    VELOCITY_PROJECTION,
+    AbstractStabilisation,
+    stabilisation_dtmax,
+)
 from .._system import System, check_state
 from ._checkpoint import config_hash
 from ._controls import AbstractControl
@@ -41,7 +45,7 @@ class TrajectoryProblem(AbstractProblem):
     - `terminal_weight` $w_T$ (scalar or `(n,)` per coordinate), `effort_weight` $w_u$.
     - `solver`, `dt0`, `stepsize_controller`, `adjoint`, `max_steps`, `prescription`,
       `stabilisation`, `constraint_solver`: passed to `cx.simulate` (defaults as there,
-      `cx.Projection()` stabilisation included; default adjoint
+      `cx.Projection(10.0, 0.0)` stabilisation included; default adjoint
       `RecursiveCheckpointAdjoint`, one checkpoint per step under `ConstantStepSize`:
       `cx.fit.default_adjoint`; e.g. `diffrax.BacksolveAdjoint()` or
       `diffrax.ForwardMode()` also work).
@@ -97,7 +101,7 @@ class TrajectoryProblem(AbstractProblem):
         adjoint: diffrax.AbstractAdjoint | None = None,
         max_steps: int = 16384,
         prescription: AbstractPrescription = DAlembert(),
-        stabilisation: AbstractStabilisation | None = Projection(),
+        stabilisation: AbstractStabilisation | None = VELOCITY_PROJECTION,
         constraint_solver: AbstractConstraintSolver = AutoSolver(),
     ):
         if not isinstance(system, System):
