@@ -492,7 +492,7 @@ def simulate(
         q0 = _check_mass_on_kernel(system, prescription, t0a, q0, qd0, mu0, p)
     if stepsize_controller is None:
         tol = integration_tolerance(q0.dtype)
-        dtmax = stabilisation_dtmax(stabilisation) if system.constraints else None
+        dtmax = stabilisation_dtmax(stabilisation, bool(system.constraints))
         stepsize_controller = diffrax.PIDController(rtol=tol, atol=tol, dtmax=dtmax)
     if saveat is None:
         saveat = diffrax.SaveAt(t1=True)

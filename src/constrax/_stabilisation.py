@@ -109,9 +109,12 @@ holonomic rows (loop closures) stiff: measured on the MJCF loop of
 `Projection(10, 0)` and more than 16384 with `Projection(10, 10)`."""
 
 
-def stabilisation_dtmax(stabilisation: AbstractStabilisation | None) -> float | None:
+def stabilisation_dtmax(
+    stabilisation: AbstractStabilisation | None, constrained: bool = True
+) -> float | None:
     r"""The largest step that resolves the decay the stabilisation imposes, $1/\text{rate}$
-    (`None` without stabilisation or with zero or traced rates).
+    (`None` without stabilisation, for a system without constraints (`constrained=False`),
+    or with zero or traced rates).
 
     On a consistent state the decaying modes are not excited, so an adaptive controller
     sees no error from them and may take steps with $\text{rate}\cdot\Delta t \gg 1$;
@@ -121,7 +124,7 @@ def stabilisation_dtmax(stabilisation: AbstractStabilisation | None) -> float | 
     against $+1.00$ by central differences). Capping $\Delta t \le 1/\text{rate}$ makes
     them agree to $3\times10^{-7}$ or better (docs/concepts/gradients.md).
     """
-    if stabilisation is None:
+    if stabilisation is None or not constrained:
         return None
     try:
         rate = stabilisation.fastest_rate()

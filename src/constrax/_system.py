@@ -326,10 +326,12 @@ def constraint_rows(
         # One jvp of (omega, b) gives A = omega, c = omega qd + b and
         # c_bias = omega_dot qd + b_dot; omega is traced once.
         def one_form_and_term(t_, q_):
-            return con.one_form(t_, q_, p).astype(q.dtype), con.affine_term(t_, q_, p)
+            w = con.one_form(t_, q_, p).astype(q.dtype)
+            b = jnp.zeros(w.shape[0], q.dtype) if con.b is None else con.affine_term(t_, q_, p)
+            return w, jnp.asarray(b, q.dtype)
 
         (A, b), (A_dot, b_dot) = jax.jvp(one_form_and_term, (t, q), (jnp.ones_like(t), qd))
-        return A, A @ qd + b.astype(q.dtype), A_dot @ qd + b_dot.astype(q.dtype)
+        return A, A @ qd + b, A_dot @ qd + b_dot
     fn = lambda t_, q_: jnp.atleast_1d(con.velocity_residual(t_, q_, qd, p)).astype(q.dtype)
     c, c_bias = jax.jvp(fn, (t, q), (jnp.ones_like(t), qd))
     k = c.shape[0]

@@ -169,7 +169,7 @@ class IdentificationProblem(AbstractProblem):
             prescription=prescription,
             constraint_solver=constraint_solver,
             span=float(np.max(self.layout.ends - self.layout.starts)),
-            dtmax=stabilisation_dtmax(stabilisation) if system.constraints else None,
+            dtmax=stabilisation_dtmax(stabilisation, bool(system.constraints)),
         )
 
     # -- decision variables ----------------------------------------------------------

@@ -151,7 +151,7 @@ class TrajectoryProblem(AbstractProblem):
             prescription=prescription,
             constraint_solver=constraint_solver,
             span=self.t1 - self.t0,
-            dtmax=stabilisation_dtmax(stabilisation) if system.constraints else None,
+            dtmax=stabilisation_dtmax(stabilisation, bool(system.constraints)),
         )
         self.stabilisation = stabilisation
 
