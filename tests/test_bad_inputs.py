@@ -306,9 +306,17 @@ def test_forward_mode_through_simulate_hints_at_forward_mode_adjoint():
     # (The hinted fix, `adjoint=diffrax.ForwardMode()`, is exercised by tests/fit.)
 
 
-def test_returning_a_trajectory_from_jax_jit_surfaces_jax_message():
-    # JAX validates a jitted function's outputs after our code has returned, so this
-    # message is JAX's own; it names the offending component (the system's functions).
-    # `Trajectory`'s docstring says what to do: return arrays or use equinox.filter_jit.
-    with pytest.raises(TypeError, match=r"at output component \.system\.lagrangian"):
-        jax.jit(lambda q: cx.simulate(PENDULUM, q, QD0, P, t1=0.05, max_steps=64))(Q0)
+def test_a_trajectory_can_be_returned_from_jax_jit_and_vmap():
+    # It used to fail in JAX's output check ("returned a value of type function at
+    # .system.lagrangian"): the system is now a static field, the rest are arrays.
+    run = lambda q: cx.simulate(PENDULUM, q, QD0, P, t1=0.05, max_steps=64)
+    eager, jitted = run(Q0), jax.jit(run)(Q0)
+    assert jitted.system == PENDULUM
+    np.testing.assert_allclose(jitted.q, eager.q, rtol=1e-12)
+    np.testing.assert_allclose(
+        jax.jit(lambda traj: traj.constraint_residual().position)(jitted),
+        eager.constraint_residual().position,
+        atol=1e-14,
+    )
+    batched = jax.vmap(run)(jnp.stack([Q0, Q0]))
+    np.testing.assert_allclose(batched.q[1], eager.q, rtol=1e-12)

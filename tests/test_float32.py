@@ -61,7 +61,13 @@ def _run(name: str, x64: bool, gradient: bool):
 
         def final_state(floats):
             p = {**model.params, **floats}
-            traj = cx.simulate(model.system, model.q0, model.qd0, p, t1=t1)
+            # A parameter that moves the constraints (a radius) must carry the initial
+            # state with it: with (q0, qd0) held fixed the derivative is that of an
+            # inconsistent motion, which depends on the stabilisation and on the step
+            # sequence (measured: 1.1% between rtol 1e-8 and 1.2e-5 on the turntable).
+            traj = cx.simulate(
+                model.system, model.q0, model.qd0, p, t1=t1, project_initial=gradient
+            )
             return jnp.concatenate([traj.q[-1], traj.qd[-1]])
 
         x = final_state(floats)

@@ -10,6 +10,7 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import lineax as lx
 import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Float
@@ -155,8 +156,8 @@ class Trajectory(eqx.Module):
     - `system`, `p`, `prescription`, `constraint_solver`, `stabilisation`: what produced it,
       used by the helper methods below (evaluated along the saved states with `vmap`).
 
-    Under `jax.jit`/`jax.vmap` return arrays (`traj.q`), or use `equinox.filter_jit` /
-    `equinox.filter_vmap` to return the whole `Trajectory` (it holds the user functions).
+    A `Trajectory` can be returned from (and passed into) `jax.jit` and `jax.vmap`: the
+    `system` (the user's functions) is a static field, the rest are arrays.
     """
 
     ts: Float[Array, " k"]
@@ -164,7 +165,7 @@ class Trajectory(eqx.Module):
     qd: Float[Array, "k n"]
     mu: Float[Array, "k m"] | None
     solution: diffrax.Solution
-    system: System
+    system: System = eqx.field(static=True)
     p: Params
     prescription: AbstractPrescription
     constraint_solver: AbstractConstraintSolver
@@ -307,6 +308,10 @@ def consistent_initial_state(
             q0,
             max_steps=max_steps,
             throw=False,
+            # g(q) = 0 fixes fewer than n coordinates: its solutions form a manifold and
+            # J^T J is singular. The pseudo-inverse differentiates the projection as its
+            # minimum-norm Gauss-Newton steps move q: dq/dp = -J^+ dg/dp.
+            adjoint=optx.ImplicitAdjoint(lx.AutoLinearSolver(well_posed=False)),
         )
         q = sol.value
         converged = sol.result == optx.RESULTS.successful
