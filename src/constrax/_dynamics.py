@@ -113,15 +113,17 @@ def _step(
     under `Projection`), `q_dot` the time derivative of `q`.
     """
     L = prescription.effective_lagrangian(system, mu, p)
+    if mask.shape[0] == 0:
+        stabilisation = None  # nothing to project or relax
+    # Under Projection the bias terms are evaluated at the projected velocity only.
+    bias = not isinstance(stabilisation, Projection)
     with jax.named_scope("constraint_terms"):
-        A, c, c_bias = constraint_terms(system, t, q, qd, p)
+        A, c, c_bias = constraint_terms(system, t, q, qd, p, bias)
     with jax.named_scope("lagrangian_terms"):
-        W, f0 = euler_lagrange_terms(L, t, q, qd)
+        W, f0 = euler_lagrange_terms(L, t, q, qd, bias)
     with jax.named_scope("factor"):
         state = solver.factor(W, A)
     q_dot = qd_used = qd
-    if mask.shape[0] == 0:
-        stabilisation = None  # nothing to project or relax
     has_holonomic = bool(mask.any())
     if isinstance(stabilisation, Projection):
         with jax.named_scope("projection"):

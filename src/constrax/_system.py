@@ -244,8 +244,8 @@ def _gradients(lagrangian: Callable) -> Callable:
 
 
 def euler_lagrange_terms(
-    lagrangian: Callable, t: Time, q: Float[Array, " n"], qd: Float[Array, " n"]
-) -> tuple[Float[Array, "n n"], Float[Array, " n"]]:
+    lagrangian: Callable, t: Time, q: Float[Array, " n"], qd: Float[Array, " n"], bias: bool = True
+) -> tuple[Float[Array, "n n"], Float[Array, " n"] | None]:
     r"""$(W, f_0)$ with $W = \partial^2 L/\partial\dot q^2$ and
     $f_0 = \partial L/\partial q - (\partial^2 L/\partial\dot q\partial q)\dot q
     - \partial^2 L/\partial\dot q\partial t$, for `lagrangian(t, q, qd)`.
@@ -253,7 +253,10 @@ def euler_lagrange_terms(
     $f_0$ is one `jax.jvp` of $(\partial L/\partial q, \partial L/\partial\dot q)$ along
     $(1, \dot q)$ in $(t, q)$ with $\dot q$ fixed, $W$ the forward Jacobian of
     $\partial L/\partial\dot q$ in $\dot q$ alone: no tangents that are known to be zero.
+    With `bias=False`, $W$ alone and `None` (the caller evaluates $f_0$ elsewhere).
     """
+    if not bias:
+        return jax.jacfwd(jax.grad(lagrangian, argnums=2), argnums=2)(t, q, qd), None
     grads = _gradients(lagrangian)
     (Lq, _), (_, bias) = jax.jvp(lambda t_, q_: grads(t_, q_, qd), (t, q), (jnp.ones_like(t), qd))
     W = jax.jacfwd(lambda v: grads(t, q, v)[1])(qd)
@@ -309,8 +312,8 @@ def stacked_residual(system: System, p: Params) -> Callable:
 
 
 def constraint_rows(
-    con: AbstractConstraint, t, q, qd, p
-) -> tuple[Float[Array, "k n"], Float[Array, " k"], Float[Array, " k"]]:
+    con: AbstractConstraint, t, q, qd, p, bias: bool = True
+) -> tuple[Float[Array, "k n"], Float[Array, " k"], Float[Array, " k"] | None]:
     r"""$(A, c, c_\text{bias})$ of one constraint.
 
     $(c, c_\text{bias})$ is one `jax.jvp` of $(t, q)\mapsto c(t, q, \dot q)$ along
@@ -320,7 +323,8 @@ def constraint_rows(
     $(\omega, b)$ gives all three, $c_\text{bias} = \dot\omega\dot q + \dot b$), otherwise
     $\partial c/\partial\dot q$ at $(t, q, \dot q)$ (reverse mode when there are fewer rows
     than coordinates); a `Holonomic` or `Pfaffian` given by its velocity form is
-    differentiated in $\dot q$ like a velocity constraint.
+    differentiated in $\dot q$ like a velocity constraint. With `bias=False`,
+    $(A, c, \text{None})$ without the jvp.
     """
     if isinstance(con, Pfaffian) and con.omega is not None:
         # One jvp of (omega, b) gives A = omega, c = omega qd + b and
@@ -330,10 +334,16 @@ def constraint_rows(
             b = jnp.zeros(w.shape[0], q.dtype) if con.b is None else con.affine_term(t_, q_, p)
             return w, jnp.asarray(b, q.dtype)
 
+        if not bias:
+            A, b = one_form_and_term(t, q)
+            return A, A @ qd + b, None
         (A, b), (A_dot, b_dot) = jax.jvp(one_form_and_term, (t, q), (jnp.ones_like(t), qd))
         return A, A @ qd + b, A_dot @ qd + b_dot
     fn = lambda t_, q_: jnp.atleast_1d(con.velocity_residual(t_, q_, qd, p)).astype(q.dtype)
-    c, c_bias = jax.jvp(fn, (t, q), (jnp.ones_like(t), qd))
+    if bias:
+        c, c_bias = jax.jvp(fn, (t, q), (jnp.ones_like(t), qd))
+    else:
+        c, c_bias = fn(t, q), None
     k = c.shape[0]
     if isinstance(con, Holonomic) and con.velocity is None:
         g = lambda q_: jnp.atleast_1d(con.g(t, q_, p)).astype(q.dtype)
@@ -345,17 +355,20 @@ def constraint_rows(
 
 
 def constraint_terms(
-    system: System, t, q, qd, p
-) -> tuple[Float[Array, "m n"], Float[Array, " m"], Float[Array, " m"]]:
+    system: System, t, q, qd, p, bias: bool = True
+) -> tuple[Float[Array, "m n"], Float[Array, " m"], Float[Array, " m"] | None]:
     r"""$(A, c, c_\text{bias})$ of all constraints, rows stacked in order:
     $A = \partial c/\partial\dot q$, $c$ the rows, and
     $c_\text{bias} = \partial c/\partial t + (\partial c/\partial q)\dot q$, so that
-    $\dot c = A\ddot q + c_\text{bias}$ (`constraint_rows` per constraint)."""
+    $\dot c = A\ddot q + c_\text{bias}$ (`constraint_rows` per constraint); with
+    `bias=False`, $c_\text{bias}$ is not computed (`None`)."""
     if not system.constraints:
         n = q.shape[0]
-        return jnp.zeros((0, n), q.dtype), jnp.zeros((0,), q.dtype), jnp.zeros((0,), q.dtype)
-    blocks = [constraint_rows(con, t, q, qd, p) for con in system.constraints]
-    return tuple(jnp.concatenate(parts) for parts in zip(*blocks, strict=True))
+        z = jnp.zeros((0,), q.dtype)
+        return jnp.zeros((0, n), q.dtype), z, z if bias else None
+    blocks = [constraint_rows(con, t, q, qd, p, bias) for con in system.constraints]
+    A, c, c_bias = zip(*blocks, strict=True)
+    return jnp.concatenate(A), jnp.concatenate(c), jnp.concatenate(c_bias) if bias else None
 
 
 def constraint_bias(system: System, t, q, qd, p) -> tuple[Float[Array, " m"], Float[Array, " m"]]:
