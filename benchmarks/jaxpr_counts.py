@@ -1,6 +1,6 @@
 r"""Deterministic jaxpr equation counts of every benchmark case (no timing, no compiling).
 
-    python benchmarks/jaxpr_counts.py                 # writes benchmarks/results/jaxpr_counts.{json,md}
+    python benchmarks/jaxpr_counts.py        # writes benchmarks/results/jaxpr_counts.{json,md}
     python benchmarks/jaxpr_counts.py --only chain --by-primitive   # print, per primitive
 
 For each case and contender (constrax, hand-written): `vf` = one evaluation of the vector

@@ -258,9 +258,11 @@ def euler_lagrange_terms(
     if not bias:
         return jax.jacfwd(jax.grad(lagrangian, argnums=2), argnums=2)(t, q, qd), None
     grads = _gradients(lagrangian)
-    (Lq, _), (_, bias) = jax.jvp(lambda t_, q_: grads(t_, q_, qd), (t, q), (jnp.ones_like(t), qd))
+    (Lq, _), (_, Lqd_dot) = jax.jvp(
+        lambda t_, q_: grads(t_, q_, qd), (t, q), (jnp.ones_like(t), qd)
+    )
     W = jax.jacfwd(lambda v: grads(t, q, v)[1])(qd)
-    return W, Lq - bias
+    return W, Lq - Lqd_dot
 
 
 def euler_lagrange_rhs(lagrangian: Callable, t, q, qd) -> Float[Array, " n"]:
