@@ -250,27 +250,22 @@ def euler_lagrange_terms(
     $f_0 = \partial L/\partial q - (\partial^2 L/\partial\dot q\partial q)\dot q
     - \partial^2 L/\partial\dot q\partial t$, for `lagrangian(t, q, qd)`.
 
-    $f_0$ is one `jax.jvp` of $(\partial L/\partial q, \partial L/\partial\dot q)$ along
-    $(1, \dot q)$ in $(t, q)$ with $\dot q$ fixed, $W$ the forward Jacobian of
-    $\partial L/\partial\dot q$ in $\dot q$ alone: no tangents that are known to be zero.
-    With `bias=False`, $W$ alone and `None` (the caller evaluates $f_0$ elsewhere).
+    $W$ is the forward Jacobian of $\partial L/\partial\dot q$ in $\dot q$ alone, $f_0$
+    `euler_lagrange_rhs`: no tangents that are known to be zero. With `bias=False`, $W$
+    and `None` (the caller evaluates $f_0$ elsewhere).
     """
-    if not bias:
-        return jax.jacfwd(jax.grad(lagrangian, argnums=2), argnums=2)(t, q, qd), None
+    W = jax.jacfwd(jax.grad(lagrangian, argnums=2), argnums=2)(t, q, qd)
+    return W, euler_lagrange_rhs(lagrangian, t, q, qd) if bias else None
+
+
+def euler_lagrange_rhs(lagrangian: Callable, t, q, qd) -> Float[Array, " n"]:
+    r"""$f_0$ alone: one `jax.jvp` of $(\partial L/\partial q, \partial L/\partial\dot q)$
+    along $(1, \dot q)$ in $(t, q)$ with $\dot q$ fixed (no mass matrix)."""
     grads = _gradients(lagrangian)
     (Lq, _), (_, Lqd_dot) = jax.jvp(
         lambda t_, q_: grads(t_, q_, qd), (t, q), (jnp.ones_like(t), qd)
     )
-    W = jax.jacfwd(lambda v: grads(t, q, v)[1])(qd)
-    return W, Lq - Lqd_dot
-
-
-def euler_lagrange_rhs(lagrangian: Callable, t, q, qd) -> Float[Array, " n"]:
-    """$f_0$ alone (one `jax.jvp`, no mass matrix)."""
-    (Lq, _), (_, bias) = jax.jvp(
-        _gradients(lagrangian), (t, q, qd), (jnp.ones_like(t), qd, jnp.zeros_like(qd))
-    )
-    return Lq - bias
+    return Lq - Lqd_dot
 
 
 def generalized_force(system: System, t, q, qd, p) -> Float[Array, " n"]:
