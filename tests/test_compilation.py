@@ -87,6 +87,32 @@ def test_rollout_batch_and_gradient_do_not_recompile_for_new_values():
     assert n == 0
 
 
+def test_gradient_traces_the_vector_field_once(monkeypatch):
+    """A checkpointed reverse pass traces one solver step several times (equinox's fixed
+    point on which loop carries have nonzero cotangents); the field is a nested `jit`, so
+    every trace after the first reuses its jaxpr (three traces here without it). Counting
+    traces is deterministic, unlike time."""
+    from constrax import _simulate
+
+    traces = []
+    evaluate = _simulate._VectorField.evaluate
+
+    def counting(self, t, y, p):
+        traces.append(1)
+        return evaluate(self, t, y, p)
+
+    monkeypatch.setattr(_simulate._VectorField, "evaluate", counting)
+    m = cx.models.tilted_rolling_disk()
+
+    def loss(p):
+        traj = cx.simulate(m.system, m.q0, m.qd0, p, t1=0.05)
+        return jnp.sum(traj.q[-1] ** 2)
+
+    jax.clear_caches()
+    jax.jit(jax.grad(loss)).trace(m.params)
+    assert len(traces) == 1
+
+
 def test_persistent_cache_serves_a_fresh_process(tmp_path):
     """A second process with the cache on compiles nothing new for the same program."""
     script = textwrap.dedent(

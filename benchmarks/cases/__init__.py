@@ -1,6 +1,6 @@
 """One module per benchmark case, constrax and the hand-written version side by side."""
 
-from . import batched, chain, fit, particle, rolling_disk, snake, turntable
+from . import batched, chain, fit, particle, rolling_disk, snake, solvers, turntable
 
 # Rollout cases: rollout, gradient, compile times, jaxpr counts (generic harness).
 ROLLOUT_CASES = {
@@ -17,7 +17,7 @@ ROLLOUT_CASES = {
 }
 
 # Cases with their own measurements: module with `bench(cfg)`, `markdown(res, cfg)`, `counts()`.
-OTHER_CASES = {"batched": batched, "fit": fit}
+OTHER_CASES = {"batched": batched, "solvers": solvers, "fit": fit}
 
 # `--only` groups (a case's own name selects it too).
 GROUPS = {

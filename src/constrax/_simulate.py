@@ -124,6 +124,15 @@ class _VectorField(eqx.Module):
     consistency_rtol: float | None = eqx.field(static=True, default=None)
 
     def __call__(self, t, y, p):
+        # A nested `jit`: JAX caches the traced field, and its JVP, partial evaluation
+        # and transpose per jaxpr, so that the repeated traces of one solver step that a
+        # checkpointed reverse pass makes (equinox's fixed point on which loop carries
+        # have nonzero cotangents) reuse them (tests/test_compilation.py counts the
+        # traces). Tracing the tilted disk's gradient took 18.5 s CPU before, 6.7 s
+        # after; XLA inlines the call: run time is unchanged.
+        return _vector_field(self, t, y, p)
+
+    def evaluate(self, t, y, p):
         q, qd = y[0], y[1]
         mu = y[2] if self.prescription.multiplier_state else None
         q_dot, _, qdd, lam, _, A, b = _step(
@@ -145,6 +154,11 @@ class _VectorField(eqx.Module):
         if self.prescription.multiplier_state:
             return (q_dot, qdd, lam)
         return (q_dot, qdd)
+
+
+@eqx.filter_jit
+def _vector_field(vf: _VectorField, t, y, p):
+    return vf.evaluate(t, y, p)
 
 
 class Trajectory(eqx.Module):

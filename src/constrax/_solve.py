@@ -17,8 +17,9 @@ $$W\ddot q = f + A^\top\lambda, \qquad A\ddot q = b.$$
   custom JVP (Golub–Pereyra), so gradients stay finite at rank-deficient points.
 * `AutoSolver` (the default): the KKT path, switching to `UdwadiaKalaba` at points where
   the KKT pivots say the saddle matrix is numerically singular. The switch is one
-  `lax.cond` on whether *any* batch element is singular, so under `vmap` a batch of
-  regular states costs what `KKT` costs.
+  `lax.cond` per factorisation on whether *any* batch element is singular, so under `vmap`
+  a batch of regular states costs about what `KKT` costs; where it is taken, it computes
+  the rank-robust solution operator once, and every solve with that factorisation uses it.
 """
 
 import abc
@@ -215,9 +216,9 @@ class UdwadiaKalaba(AbstractConstraintSolver):
 
 
 class _AutoState(eqx.Module):
-    kkt: _KKTState
-    W: Array
-    A: Array
+    kkt: _KKTState  # singular elements refactored on an identity block
+    X: Array  # the rank-robust solution operator, [qdd; -lam] = X [f; b] (zeros if unused)
+    rank: Array
 
 
 class AutoSolver(AbstractConstraintSolver):
@@ -228,10 +229,13 @@ class AutoSolver(AbstractConstraintSolver):
     redundant), the rank-robust `UdwadiaKalaba` result is returned instead: unique
     accelerations, minimum-norm multipliers, the rank reported, finite gradients.
 
-    The switch is one `lax.cond` on whether *any* element of a batch is singular
-    (`equinox.internal.unvmap_any`), so under `jax.vmap` a batch of regular states costs what
-    `KKT` costs: the rank-robust branch runs only in the steps where some batch element needs
-    it, and then for the whole batch, each element taking the result of its own branch.
+    The switch is one `lax.cond` per factorisation on whether *any* element of a batch is
+    singular (`equinox.internal.unvmap_any`), so under `jax.vmap` a batch of regular states
+    costs about what `KKT` costs. In the steps where some element is singular, the whole
+    batch computes the rank-robust solution operator $X$, $[\ddot q; -\lambda] = X[f; b]$
+    (the `UdwadiaKalaba` solve applied to the columns of the identity: it is linear in
+    $(f, b)$), and each element takes the result of its own path. `solve` and `project`
+    then need no `cond` of their own: a projection is the acceleration for $f = 0$.
 
     **Arguments:**
 
@@ -246,10 +250,9 @@ class AutoSolver(AbstractConstraintSolver):
     switch_rtol: float | None = None
     rtol: float | None = None
 
-    def _kkt(self, dtype=None):
-        # The pivot tolerance only matters in `factor`, which passes the dtype.
+    def _kkt(self, dtype):
         rtol = self.switch_rtol
-        if rtol is None and dtype is not None:
+        if rtol is None:
             rtol = 1e-10 if np.finfo(dtype).bits >= 64 else float(np.sqrt(np.finfo(dtype).eps))
         return KKT(pivot_rtol=rtol, throw=False)
 
@@ -257,35 +260,44 @@ class AutoSolver(AbstractConstraintSolver):
         return UdwadiaKalaba(rtol=self.rtol)
 
     def factor(self, W, A):
-        return _AutoState(self._kkt(W.dtype).factor(W, A), W, A)
+        n, m = W.shape[0], A.shape[0]
+        kkt = self._kkt(W.dtype).factor(W, A)
+        singular = kkt.singular
 
-    def _branch(self, state, kkt_fn, uk_fn):
-        singular = state.kkt.singular
+        def regular():
+            return kkt, jnp.zeros((n + m, n + m), W.dtype), jnp.asarray(m, jnp.int32)
 
-        def either():
-            # Some element of the batch is singular: every element computes both results
-            # and keeps its own. The KKT path of a singular element is refactored on an
-            # identity block so that no NaN or inf reaches the discarded values (their
-            # cotangents would otherwise turn NaN).
-            n, m = state.W.shape[0], state.A.shape[0]
-            K = jnp.where(singular, jnp.eye(n + m, dtype=state.W.dtype), state.kkt.K)
+        def rank_robust():
+            # The KKT factor of a singular element is redone on an identity block so that
+            # no NaN or inf reaches its discarded values (their cotangents would otherwise
+            # turn NaN); the rank-robust operator is computed for every element.
+            K = jnp.where(singular, jnp.eye(n + m, dtype=W.dtype), kkt.K)
             lu, piv = jsl.lu_factor(jax.lax.stop_gradient(K))
-            safe = _KKTState(K, lu, piv, singular, n)
-            kkt_out = kkt_fn(safe)
-            uk_out = uk_fn(self._uk().factor(state.W, state.A))
-            return jax.tree.map(lambda u, k: jnp.where(singular, u, k), uk_out, kkt_out)
+            uk_solver = self._uk()
+            uk = uk_solver.factor(W, A)
+            eye = jnp.eye(n + m, dtype=W.dtype)  # the solve is linear in (f, b): all columns
+            qdd, lam = uk_solver.solve(uk, eye[:n], eye[n:])
+            rank = jnp.where(singular, uk_solver.rank(uk), m)
+            return _KKTState(K, lu, piv, singular, n), jnp.concatenate([qdd, -lam]), rank
 
-        return jax.lax.cond(eqxi.unvmap_any(singular), either, lambda: kkt_fn(state.kkt))
+        safe, X, rank = jax.lax.cond(eqxi.unvmap_any(singular), rank_robust, regular)
+        return _AutoState(safe, X, rank)
+
+    def _select(self, state, kkt_out, rhs):
+        uk_out = state.X @ rhs
+        return jnp.where(state.kkt.singular, uk_out, kkt_out)
 
     def solve(self, state, f, b):
-        return self._branch(
-            state, lambda s: self._kkt().solve(s, f, b), lambda s: self._uk().solve(s, f, b)
-        )
+        rhs = jnp.concatenate([f, b])
+        sol = self._select(state, KKT(throw=False)._solve(state.kkt, rhs), rhs)
+        n = state.kkt.n
+        return sol[:n], -sol[n:]
 
     def project(self, state, r):
-        return self._branch(
-            state, lambda s: self._kkt().project(s, r), lambda s: self._uk().project(s, r)
-        )
+        # The minimum-W-norm correction is the acceleration for f = 0, b = r.
+        n = state.kkt.n
+        rhs = jnp.concatenate([jnp.zeros(n, r.dtype), r])
+        return self._select(state, KKT(throw=False)._solve(state.kkt, rhs), rhs)[:n]
 
     def rank(self, state):
-        return self._branch(state, self._kkt().rank, self._uk().rank)
+        return state.rank
