@@ -54,6 +54,7 @@ from ._geometry import (
     is_integrable as is_integrable,
     lie_bracket as lie_bracket,
 )
+from ._impulse import ImpulsiveJump as ImpulsiveJump, impulsive_jump as impulsive_jump
 from ._prescriptions import (
     AbstractPrescription as AbstractPrescription,
     DAlembert as DAlembert,
