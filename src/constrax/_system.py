@@ -313,15 +313,15 @@ def constraint_rows(
 ) -> tuple[Float[Array, "k n"], Float[Array, " k"], Float[Array, " k"] | None]:
     r"""$(A, c, c_\text{bias})$ of one constraint.
 
-    $(c, c_\text{bias})$ is one `jax.jvp` of $(t, q)\mapsto c(t, q, \dot q)$ along
-    $(1, \dot q)$ with $\dot q$ held fixed: only first derivatives of the rows, never
-    tangents of $\partial c/\partial\dot q$. $A$ is read off directly: $\partial g/\partial q$
-    for `Holonomic`, $\omega$ for a `Pfaffian` given by its one-form (there one `jax.jvp` of
-    $(\omega, b)$ gives all three, $c_\text{bias} = \dot\omega\dot q + \dot b$), otherwise
-    $\partial c/\partial\dot q$ at $(t, q, \dot q)$ (reverse mode when there are fewer rows
-    than coordinates); a `Holonomic` or `Pfaffian` given by its velocity form is
-    differentiated in $\dot q$ like a velocity constraint. With `bias=False`,
-    $(A, c, \text{None})$ without the jvp.
+    $c_\text{bias}$ is the tangent of $(t, q)\mapsto c(t, q, \dot q)$ along $(1, \dot q)$
+    with $\dot q$ held fixed (one `jax.jvp`). $A$ is read off directly where it can be:
+    $\omega$ for a `Pfaffian` given by its one-form (one `jax.jvp` of $(\omega, b)$ gives all
+    three, $c_\text{bias} = \dot\omega\dot q + \dot b$), $\partial g/\partial q$ for a
+    `Holonomic` given by $g$ alone. Rows given at velocity level (a velocity form, a
+    `VelocityConstraint`) are traced once for $c$ and $A = \partial c/\partial\dot q$
+    together (`jax.vjp` in $\dot q$, one pullback per row, or forward mode when there are
+    at least as many rows as coordinates), and the `jax.jvp` in $(t, q)$ is taken of that
+    pair. With `bias=False`, $(A, c, \text{None})$ without the jvp.
     """
     if isinstance(con, Pfaffian) and con.omega is not None:
         # One jvp of (omega, b) gives A = omega, c = omega qd + b and
@@ -336,18 +336,31 @@ def constraint_rows(
             return A, A @ qd + b, None
         (A, b), (A_dot, b_dot) = jax.jvp(one_form_and_term, (t, q), (jnp.ones_like(t), qd))
         return A, A @ qd + b, A_dot @ qd + b_dot
-    fn = lambda t_, q_: jnp.atleast_1d(con.velocity_residual(t_, q_, qd, p)).astype(q.dtype)
-    if bias:
-        c, c_bias = jax.jvp(fn, (t, q), (jnp.ones_like(t), qd))
-    else:
-        c, c_bias = fn(t, q), None
-    k = c.shape[0]
     if isinstance(con, Holonomic) and con.velocity is None:
+        fn = lambda t_, q_: jnp.atleast_1d(con.velocity_residual(t_, q_, qd, p)).astype(q.dtype)
+        if bias:
+            c, c_bias = jax.jvp(fn, (t, q), (jnp.ones_like(t), qd))
+        else:
+            c, c_bias = fn(t, q), None
         g = lambda q_: jnp.atleast_1d(con.g(t, q_, p)).astype(q.dtype)
-        A = row_jacobian(g, q, k)
-    else:
-        v = lambda qd_: jnp.atleast_1d(con.velocity_residual(t, q, qd_, p)).astype(q.dtype)
-        A = row_jacobian(v, qd, k)
+        return row_jacobian(g, q, c.shape[0]), c, c_bias
+
+    # Rows given at velocity level: c and A = dc/dqd from one trace of the rows (their
+    # q-dependent part, e.g. a contact geometry, is traced once for both); c_bias is the
+    # tangent of c along (1, qd).
+    def rows_and_jacobian(t_, q_):
+        rows = lambda v: jnp.atleast_1d(con.velocity_residual(t_, q_, v, p)).astype(q.dtype)
+        c, pullback = jax.vjp(rows, qd)
+        k, n = c.shape[0], qd.shape[0]
+        if k < n:  # reverse mode: k pullbacks of the one trace
+            return c, jax.vmap(lambda ct: pullback(ct)[0])(jnp.eye(k, dtype=q.dtype))
+        basis = jnp.eye(n, dtype=q.dtype)
+        return c, jax.vmap(lambda e: jax.jvp(rows, (qd,), (e,))[1], out_axes=1)(basis)
+
+    if not bias:
+        c, A = rows_and_jacobian(t, q)
+        return A, c, None
+    (c, A), (c_bias, _) = jax.jvp(rows_and_jacobian, (t, q), (jnp.ones_like(t), qd))
     return A, c, c_bias
 
 
