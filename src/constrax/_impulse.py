@@ -115,7 +115,7 @@ def impulsive_jump(
         return ImpulsiveJump(qd, zero, jnp.zeros_like(qd), jnp.zeros((), jnp.int32), True)
 
     rows = lambda q_: constraint_terms(system, t, q_, qd, p, bias=False)[:2]  # (A, c at qd)
-    A, c = rows(q)
+    (A, c), rows_along = jax.linearize(rows, q)  # the rows once, their derivative along d
     # The projector onto the left null space of A (pinv's derivative keeps the rank).
     P_perp = jnp.eye(m, dtype=q.dtype) - A @ jnp.linalg.pinv(A, rtol=rtol)
 
@@ -124,7 +124,7 @@ def impulsive_jump(
     def project(v):
         speed = jnp.max(jnp.abs(v))
         d = v / jnp.where(speed > 0, speed, 1.0)
-        _, (dA, dc) = jax.jvp(rows, (q,), (d,))
+        dA, dc = rows_along(d)
         A_d = jnp.concatenate([A, P_perp @ dA])
         r_d = jnp.concatenate([c, P_perp @ dc])  # A_d qd + b_d
         state = solver.factor(W, A_d)
