@@ -136,3 +136,70 @@ def test_holonomic_velocity_form_keeps_g_for_the_position_level_and_checks_its_r
         cx.accelerations(system, 0.0, q, jnp.ones(3))
     with pytest.raises(TypeError, match="`velocity` must be callable"):
         cx.Holonomic(g, velocity=1.0)
+
+
+def _rod_systems():
+    """A particle on a rod of length 1 in the plane, with a no-side-slip-like Pfaffian row
+    on a third coordinate: the rod as `Holonomic` + `Pfaffian`, and as one `Pfaffian` whose
+    first row is integrable (`position=`)."""
+
+    def L(t, q, qd, p):
+        return 0.5 * qd @ qd - 9.81 * q[1]
+
+    rod = lambda t, q, p: 0.5 * (q[0] ** 2 + q[1] ** 2 - 1.0)
+    rod_rate = lambda t, q, qd, p: q[0] * qd[0] + q[1] * qd[1]  # d/dt rod
+    steer = lambda t, q, qd, p: qd[2] - q[0] * qd[1]
+    rows = lambda t, q, qd, p: jnp.stack([rod_rate(t, q, qd, p), steer(t, q, qd, p)])
+    split = cx.System(L, [cx.Holonomic(rod), cx.Pfaffian(velocity=steer)])
+    merged = cx.System(L, [cx.Pfaffian(velocity=rows, position=rod, name="rod_and_steer")])
+    return split, merged
+
+
+def test_pfaffian_with_integrable_rows_is_holonomic_at_the_position_level():
+    split, merged = _rod_systems()
+    q = jnp.array([0.9, -0.5, 0.2])  # off the rod (|q| != 1)
+    qd = jnp.array([0.3, 0.7, -0.1])
+    (con,) = merged.constraints
+    assert con.has_position_rows and not con.holonomic
+    np.testing.assert_allclose(con.position_residual(0.0, q, None), [0.5 * (0.81 + 0.25 - 1.0)])
+    for fn in (cx.constraint_residual, cx.constraint_jacobian):
+        a, b = fn(merged, 0.0, q, qd), fn(split, 0.0, q, qd)
+        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+            np.testing.assert_allclose(x, y, rtol=1e-14, atol=1e-15)
+    # The position level acts on the integrable row: Baumgarte's beta^2 g, the initial-state
+    # projection onto g = 0, and Projection during a simulation.
+    stab = cx.Baumgarte(2.0, 3.0)
+    a, b = (cx.accelerations(s, 0.0, q, qd, stabilisation=stab) for s in (merged, split))
+    np.testing.assert_allclose(a.qdd, b.qdd, rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(a.multipliers, b.multipliers, rtol=1e-13, atol=1e-14)
+    (qm, qdm), (qs, qds) = (cx.consistent_initial_state(s, 0.0, q, qd) for s in (merged, split))
+    np.testing.assert_allclose(qm[0] ** 2 + qm[1] ** 2, 1.0, rtol=1e-12)
+    np.testing.assert_allclose(qm, qs, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(qdm, qds, rtol=1e-12, atol=1e-14)
+    tm, ts = (cx.simulate(s, qm, qdm, t1=1.0) for s in (merged, split))
+    np.testing.assert_allclose(tm.q, ts.q, rtol=1e-10, atol=1e-12)
+    assert float(jnp.max(jnp.abs(tm.q[:, 0] ** 2 + tm.q[:, 1] ** 2 - 1.0))) < 1e-8
+    # ... and under jit(grad) and vmap.
+    loss = lambda s: jax.jit(
+        jax.grad(lambda x: cx.simulate(s, qm * x, qdm, t1=0.3, consistency_rtol=None).q[-1, 2])
+    )(1.0)
+    np.testing.assert_allclose(loss(merged), loss(split), rtol=1e-9)
+    qs_b = qm + jnp.array([[0.0], [0.01], [0.02]]) * jnp.array([1.0, 0.0, 0.0])
+    acc = lambda s: jax.vmap(lambda q: cx.accelerations(s, 0.0, q, qd, stabilisation=stab).qdd)
+    np.testing.assert_allclose(acc(merged)(qs_b), acc(split)(qs_b), rtol=1e-12, atol=1e-13)
+
+
+def test_pfaffian_position_rows_are_checked():
+    rows = lambda t, q, qd, p: qd[:1]
+    bad = cx.Pfaffian(velocity=rows, position=lambda t, q, p: q[:2], name="bad")
+    system = cx.System(lambda t, q, qd, p: 0.5 * qd @ qd, [bad])
+    with pytest.raises(
+        ValueError, match=r"'bad'.*position\(t, q, p\).*at most.*1 rows, got \(2,\)"
+    ):
+        cx.accelerations(system, 0.0, jnp.ones(2), jnp.ones(2))
+    with pytest.raises(TypeError, match="`position` must be callable"):
+        cx.Pfaffian(velocity=rows, position=1.0)
+    plain = cx.Pfaffian(velocity=rows, name="plain")
+    assert not plain.has_position_rows
+    with pytest.raises(TypeError, match="'plain' has no position-level residual"):
+        plain.position_residual(0.0, jnp.ones(2), None)

@@ -58,8 +58,14 @@ class AbstractConstraint(eqx.Module):
     ) -> Float[Array, " k"]:
         """The rows $c(t, q, \\dot q)$."""
 
-    def position_residual(self, t: Time, q: Float[Array, " n"], p: Params) -> Float[Array, " k"]:
-        """The rows $g(t, q)$ for holonomic constraints; raises for velocity constraints."""
+    @property
+    def has_position_rows(self) -> bool:
+        """Whether `position_residual` gives $g(t, q)$ for (some of) the rows: all rows of a
+        holonomic constraint, the leading integrable rows of a `Pfaffian` with `position=`."""
+        return self.holonomic
+
+    def position_residual(self, t: Time, q: Float[Array, " n"], p: Params) -> Float[Array, " h"]:
+        """The rows $g(t, q)$ of the holonomic rows; raises for velocity constraints."""
         raise TypeError(f"constraint {self.name!r} has no position-level residual")
 
 
@@ -150,6 +156,15 @@ class Pfaffian(AbstractConstraint):
       \dot q$ at the current $\dot q$ (so they stay those of the rows $v = 0$, under
       Chetaev's rule, even if it is broken), but the geometry tools read the distribution
       at $\dot q = 0$.
+    - `position` (keyword, optional): `position(t, q, p) -> (h,)`, $h \le k$, for a system
+      whose first $h$ rows are integrable: they are the time derivative $\dot g$ of these
+      holonomic rows $g(t, q) = 0$. The rows keep their one-form (or velocity) form in the
+      dynamics, and $g$ serves the position level exactly as for `Holonomic` (stabilisation,
+      initial-state checks and projection, the holonomic mask). It lets rows that share a
+      computation be one constraint: the velocity of a rolling contact point, whose normal
+      component is the derivative of the contact height and whose tangential components
+      are the no-slip rows (`cx.rigid.rolling_contact`). That the rows are $\dot g$ is the
+      caller's promise, as for `Holonomic`'s `velocity=`.
 
     **Example:** the knife edge / Chaplygin sleigh no-side-slip constraint, as a one-form
     and as the lateral velocity of the blade:
@@ -166,6 +181,7 @@ class Pfaffian(AbstractConstraint):
     omega: OneFormFn | None
     b: AffineTermFn | None
     velocity: VelocityConstraintFn | None
+    position: HolonomicFn | None
     name: str = eqx.field(static=True)
     holonomic: ClassVar[bool] = False
     linear_in_velocity: ClassVar[bool] = True
@@ -177,6 +193,7 @@ class Pfaffian(AbstractConstraint):
         name: str | None = None,
         *,
         velocity: VelocityConstraintFn | None = None,
+        position: HolonomicFn | None = None,
     ):
         if (omega is None) == (velocity is None):
             raise TypeError(
@@ -188,14 +205,24 @@ class Pfaffian(AbstractConstraint):
                 "cx.Pfaffian: `b` goes with `omega`; with `velocity=` the affine term is part "
                 "of velocity(t, q, qd, p)"
             )
-        for arg, fn in (("omega", omega), ("b", b), ("velocity", velocity)):
+        for arg, fn in (("omega", omega), ("b", b), ("velocity", velocity), ("position", position)):
             if fn is not None and not callable(fn):
                 raise TypeError(f"cx.Pfaffian: `{arg}` must be callable, got {fn!r}")
         self.omega = omega
         self.b = b
         self.velocity = velocity
+        self.position = position
         default = _name_of(omega if velocity is None else velocity, "pfaffian")
         self.name = name if name is not None else default
+
+    @property
+    def has_position_rows(self) -> bool:
+        return self.position is not None
+
+    def position_residual(self, t, q, p):
+        if self.position is None:
+            return super().position_residual(t, q, p)
+        return jnp.atleast_1d(self.position(t, q, p))
 
     def _velocity_rows(self, t, q, qd, p):
         return jnp.atleast_1d(self.velocity(t, q, qd, p))

@@ -316,7 +316,7 @@ def consistent_initial_state(
     atol = projection_tolerance(q0.dtype) if atol is None else atol
     q = q0
     converged = jnp.asarray(True)
-    if any(con.holonomic for con in system.constraints):
+    if any(con.has_position_rows for con in system.constraints):
         sol = optx.least_squares(
             lambda y, _: position_residual(system, t0, y, p),
             optx.GaussNewton(rtol=rtol, atol=atol),

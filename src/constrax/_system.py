@@ -215,8 +215,20 @@ def constraint_row_counts(system: System, t, q, qd, p) -> tuple[int, ...]:
             k = _row_count(label, "velocity(t, q, qd, p)", shape)
         else:
             k = _shape(f"{label}: c(t, q, qd, p)", con.velocity_residual, t, q, qd, p)[0]
+        if isinstance(con, Pfaffian) and con.position is not None:
+            h = _integrable_rows(con, t, q, p, label)
+            if h > k:
+                raise ValueError(
+                    f"{label}: position(t, q, p) gives the first rows' holonomic form, so it "
+                    f"must return at most the constraint's {k} rows, got ({h},)"
+                )
         rows.append(k)
     return tuple(rows)
+
+
+def _integrable_rows(con: Pfaffian, t, q, p, label: str) -> int:
+    shape = _shape(f"{label}: position(t, q, p)", con.position, t, q, p)
+    return _row_count(label, "position(t, q, p)", shape)
 
 
 def row_names(system: System, t, q, qd, p) -> list[str]:
@@ -227,10 +239,18 @@ def row_names(system: System, t, q, qd, p) -> list[str]:
 
 
 def holonomic_mask(system: System, t, q, qd, p) -> np.ndarray:
-    """Static boolean mask of the stacked rows that come from holonomic constraints."""
+    """Static boolean mask of the stacked rows that have a position level: every row of a
+    holonomic constraint, the integrable leading rows of a `Pfaffian` with `position=`."""
     counts = constraint_row_counts(system, t, q, qd, p)
+
+    def rows(con, k):
+        h = k if con.holonomic else 0
+        if isinstance(con, Pfaffian) and con.position is not None:
+            h = _integrable_rows(con, t, q, p, con.name)
+        return np.arange(k) < h
+
     return np.concatenate(
-        [np.full(k, con.holonomic) for con, k in zip(system.constraints, counts, strict=True)]
+        [rows(con, k) for con, k in zip(system.constraints, counts, strict=True)]
         or [np.zeros(0, bool)]
     )
 
@@ -388,8 +408,9 @@ def constraint_bias(system: System, t, q, qd, p) -> tuple[Float[Array, " m"], Fl
 
 
 def position_residual(system: System, t, q, p) -> Float[Array, " h"]:
-    """Stacked $g(t, q)$ of the holonomic constraints only (shape `(h,)`)."""
-    parts = [con.position_residual(t, q, p) for con in system.constraints if con.holonomic]
+    """Stacked $g(t, q)$ of the rows with a position level only (shape `(h,)`, the rows of
+    `holonomic_mask` in order)."""
+    parts = [con.position_residual(t, q, p) for con in system.constraints if con.has_position_rows]
     if not parts:
         return jnp.zeros((0,), dtype=q.dtype)
     return jnp.concatenate([jnp.asarray(x, dtype=q.dtype) for x in parts])

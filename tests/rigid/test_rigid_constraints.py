@@ -121,7 +121,7 @@ def test_rolling_disk_contact_is_the_lowest_rim_point():
     )
     # the support height used by the contact row is the normal part of that offset
     np.testing.assert_allclose(rg.Disk(a).normal_offset(body, q, EZ, None), delta[2], atol=1e-9)
-    height, slip = rg.rolling_contact(body, rg.Disk(a), rg.Plane())
+    height, slip = rg.plane_contact(body, rg.Disk(a)), rg.no_slip(body, rg.Disk(a))
     np.testing.assert_allclose(
         height.position_residual(0.0, q, None), [0.5 - a * np.sin(tilt)], atol=1e-13
     )
@@ -134,6 +134,54 @@ def test_rolling_disk_contact_is_the_lowest_rim_point():
     vt = 2.0 * jnp.cross(EZ, jnp.array([0.2, 0.1, 0.5 - a]))
     vc = jnp.array([0.1, 0.2, 0.3]) + jnp.cross(w, -a * EZ)
     np.testing.assert_allclose(_residual(slip, q, qd), (vc - vt)[:2], atol=1e-12)
+
+
+@pytest.mark.parametrize("which", ["disk", "ball on turntable"])
+def test_rolling_contact_is_plane_contact_and_no_slip_as_one_constraint(which):
+    # The merged constraint (normal row integrable, position=height) against the two
+    # builders it replaces, row by row and in the dynamics, under jit, vmap and grad.
+    if which == "disk":
+        model = tilted_rolling_disk()
+        body = rg.RigidBody(1.0, jnp.array([0.0025, 0.0025, 0.005]), name="disk")
+        shape, plane = rg.Disk(lambda p: p["radius"]), rg.Plane()
+    else:
+        model = ball_on_turntable()
+        body = rg.RigidBody(1.0, jnp.full(3, 0.4), name="ball")
+        shape = rg.Sphere(lambda p: p["radius"])
+        plane = rg.rotating_plane(lambda t, p: p["Omega"])
+    (rolling,) = rg.rolling_contact(body, shape, plane)
+    assert rolling.name == f"{body.name}.rolling"
+    orientation = body.orientation_constraint()
+    L = lambda t, q, qd, p: body.kinetic_energy(q, qd) - 9.81 * body.position(q)[2]
+    merged = cx.System(L, [orientation, rolling])
+    split = cx.System(
+        L, [orientation, rg.plane_contact(body, shape, plane), rg.no_slip(body, shape, plane)]
+    )
+    p = model.params
+    # A state off the manifold and off the velocity rows, so that every term is non-trivial.
+    q = model.q0 + 0.01 * jnp.arange(1.0, 8.0)
+    qd = model.qd0 + 0.1 * jnp.sin(jnp.arange(7.0))
+    for fn in (cx.constraint_jacobian, cx.constraint_residual):
+        a, b = fn(merged, 0.3, q, qd, p), fn(split, 0.3, q, qd, p)
+        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+            np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-13)
+    assert cx.constraint_residual(merged, 0.3, q, qd, p).position.shape == (2,)
+
+    def accel(system, q, qd, p):
+        out = cx.accelerations(system, 0.3, q, qd, p, stabilisation=cx.Baumgarte(3.0, 5.0))
+        return out.qdd, out.multipliers
+
+    # Baumgarte reads the position level: g on the integrable row, c on the others.
+    for x, y in zip(accel(merged, q, qd, p), accel(split, q, qd, p), strict=True):
+        np.testing.assert_allclose(x, y, rtol=1e-11, atol=1e-11)
+    qb = q + 0.01 * jnp.arange(3.0)[:, None]
+    vm = lambda s: jax.jit(jax.vmap(lambda q: accel(s, q, qd, p)[0]))(qb)
+    np.testing.assert_allclose(vm(merged), vm(split), rtol=1e-11, atol=1e-11)
+    grad = lambda s: jax.jit(jax.grad(lambda q: jnp.sum(jnp.sin(accel(s, q, qd, p)[0]))))(q)
+    np.testing.assert_allclose(grad(merged), grad(split), rtol=1e-10, atol=1e-10)
+    # A trajectory: the height row is held at the position level by the default Projection.
+    trajs = [cx.simulate(s, model.q0, model.qd0, p, t1=0.5) for s in (merged, split)]
+    np.testing.assert_allclose(trajs[0].q, trajs[1].q, rtol=1e-9, atol=1e-10)
 
 
 def test_contact_builders_reject_bad_points_frames_and_shapes():

@@ -123,8 +123,10 @@ def tilted_rolling_disk(*, orientation: AbstractOrientation = _QUATERNION, **ove
     I_3)\Omega - mg\,r_z$ (symmetry axis $e_3$ of the body frame).
 
     **Constraints:** the orientation row, then `cx.rigid.rolling_contact(disk, Disk(a),
-    Plane())`: contact height $r_z - a|e_z - (e_z\cdot e_3)e_3| = 0$ (holonomic) and the two
-    horizontal rows of $\dot r + \omega\times\Delta = 0$ (Pfaffian).
+    Plane())`: the three rows of $\dot r + \omega\times\Delta = 0$ (`disk.rolling`), the
+    vertical one integrable, the derivative of the contact height
+    $r_z - a|e_z - (e_z\cdot e_3)e_3| = 0$ (holonomic at the position level), the two
+    horizontal ones Pfaffian.
 
     **Force:** viscous rolling friction $\tau = -c_r(\omega - \omega_z e_z)$ and spin
     friction $\tau = -c_s\omega_z e_z$ (zero by default); generalized forces, reported in
@@ -199,8 +201,9 @@ def ball_on_turntable(*, orientation: AbstractOrientation = _QUATERNION, **overr
     turntable spinning at the constant rate $\Omega$ about the vertical through the origin.
 
     **Constraints:** the orientation row and `cx.rigid.rolling_contact(ball, Sphere(a),
-    rotating_plane(Omega))`: $r_z = a$ and $\dot r + \omega\times(-a e_z) = \Omega e_z\times
-    (r - a e_z)$ horizontally (affine, rheonomic Pfaffian rows).
+    rotating_plane(Omega))` (`ball.rolling`): $\dot r + \omega\times(-a e_z) = \Omega
+    e_z\times(r - a e_z)$, whose vertical row is the derivative of $r_z = a$ (holonomic at the
+    position level) and whose horizontal rows are affine, rheonomic Pfaffian rows.
 
     **Closed form:** $\dot v = \nu\,e_z\times v$ with $\nu = \frac{k}{1+k}\Omega$ ($\tfrac27\Omega$
     for a homogeneous ball): the centre runs on a circle with centre

@@ -8,9 +8,11 @@ r"""Constraint builders for rigid bodies; each returns ordinary core constraints
   $g(v_j - v_s, u) = 0$ on the velocity $v_j = \dot r + \omega\times\Delta$ of a body point
   (Briggs 2016, Definition 4.3, map 4.2.2), with an optional support velocity $v_s$ (moving
   surfaces): `cx.Pfaffian`, 1 row. Axis and direction may depend on the configuration.
-* `plane_contact` / `rolling_contact`: a `Sphere` or `Disk` touching a `Plane` (holonomic
-  height of the lowest point) and rolling on it without slipping (two tangential rows of
-  $v_\text{contact} - v_\text{plane} = 0$; the plane may move in itself: rheonomic).
+* `plane_contact` / `no_slip` / `rolling_contact`: a `Sphere` or `Disk` touching a `Plane`
+  (holonomic height of the lowest point) and rolling on it without slipping (two tangential
+  rows of $v_\text{contact} - v_\text{plane} = 0$; the plane may move in itself:
+  rheonomic); `rolling_contact` gives all three rows as one `cx.Pfaffian` whose normal row
+  is integrable (`position=`), so the contact geometry is traced once.
 * `knife_edge`: no velocity of a blade point along the blade's lateral body axis.
 
 Friction is *not* a constraint: see `cx.rigid` friction forces (Loparo & Vakalis 2002).
@@ -342,6 +344,30 @@ def contact_offset(body: RigidBody, shape, plane: Plane, q, p) -> Float[Array, "
     return shape.contact_offset(body, q, plane.normal.astype(q.dtype), p)
 
 
+def _height(body, shape, plane):
+    r"""$g(t, q, p) = n\cdot(r + \Delta) - h$: the height of the lowest point above `plane`."""
+
+    def height(t, q, p):
+        n = plane.normal.astype(q.dtype)
+        lowest = n @ body.position(q) + shape.normal_offset(body, q, n, p)
+        return jnp.atleast_1d(lowest - _param(plane.height, p))
+
+    return height
+
+
+def _contact_velocity(body, shape, plane, directions):
+    r"""$d_i\cdot(\dot r + \omega\times\Delta - v_s(t, r + \Delta))$ for the unit vectors
+    $d_i$ (rows of `directions`): the contact geometry $\Delta$ is traced once for all rows."""
+
+    def rows(t, q, qd, p):
+        delta = contact_offset(body, shape, plane, q, p)
+        v = relative_velocity(body, t, q, qd, delta, plane.velocity, p, "Plane.velocity")
+        # Elementwise, not `@`: XLA:CPU runs each small `dot` as its own kernel.
+        return jnp.sum(directions.astype(q.dtype) * v, axis=-1)
+
+    return rows
+
+
 def plane_contact(
     body: RigidBody, shape, plane: Plane | None = None, *, name: str | None = None
 ) -> Holonomic:
@@ -360,20 +386,14 @@ def plane_contact(
     _check_body(body)
     _check_shape(shape)
     plane = Plane() if plane is None else plane
-
-    def height(t, q, p):
-        n = plane.normal.astype(q.dtype)
-        lowest = n @ body.position(q) + shape.normal_offset(body, q, n, p)
-        return jnp.atleast_1d(lowest - _param(plane.height, p))
-
-    def normal_velocity(t, q, qd, p):
-        delta = contact_offset(body, shape, plane, q, p)
-        return jnp.atleast_1d(plane.normal.astype(q.dtype) @ body.offset_velocity(q, qd, delta))
-
     # Where the lowest point moves with the orientation, the velocity form spares the second
     # derivative of the contact geometry; otherwise the height row is linear in q.
-    velocity = normal_velocity if shape.offset_follows_orientation else None
-    return Holonomic(height, name=name or f"{body.name}.contact", velocity=velocity)
+    velocity = None
+    if shape.offset_follows_orientation:
+        velocity = _contact_velocity(body, shape, plane, plane.normal[None])
+    return Holonomic(
+        _height(body, shape, plane), name=name or f"{body.name}.contact", velocity=velocity
+    )
 
 
 def no_slip(
@@ -388,26 +408,28 @@ def no_slip(
     _check_body(body)
     _check_shape(shape)
     plane = Plane() if plane is None else plane
-    tangents = plane.tangents()
-
-    def slip(t, q, qd, p):
-        delta = contact_offset(body, shape, plane, q, p)
-        v = relative_velocity(body, t, q, qd, delta, plane.velocity, p, "Plane.velocity")
-        # Elementwise, not `@`: XLA:CPU runs each small `dot` as its own kernel.
-        return jnp.sum(tangents.astype(q.dtype) * v, axis=-1)
-
+    slip = _contact_velocity(body, shape, plane, plane.tangents())
     return Pfaffian(velocity=slip, name=name or f"{body.name}.no_slip")
 
 
 def rolling_contact(
     body: RigidBody, shape, plane: Plane | None = None, *, name: str | None = None
 ) -> list[AbstractConstraint]:
-    r"""Rolling without slipping of a `Sphere` or `Disk` on a (possibly moving) `Plane`:
-    `[plane_contact(...), no_slip(...)]`, i.e. the material contact point moves with the
-    plane, $\dot r + \omega\times\Delta = v_s(t, r + \Delta)$ (normal row as the holonomic
-    height constraint, two tangential Pfaffian rows).
+    r"""Rolling without slipping of a `Sphere` or `Disk` on a (possibly moving) `Plane`: the
+    material contact point moves with the plane, $\dot r + \omega\times\Delta =
+    v_s(t, r + \Delta)$.
 
-    **Returns:** a list of two constraints (3 rows), to splice into `System(constraints=...)`.
+    One constraint of three rows, $(n, t_1, t_2)\cdot(\dot r + \omega\times\Delta - v_s)$:
+    the normal row is integrable, the time derivative of the contact height of
+    `plane_contact` ($n\cdot v_s = 0$, and the lowest point slides tangentially along the
+    body), and is holonomic at the position level (`cx.Pfaffian(..., position=height)`);
+    the two tangential rows are the non-integrable rows of `no_slip`. The same rows as
+    `[plane_contact(...), no_slip(...)]` and the same dynamics, with the contact geometry
+    $\Delta(q)$ traced once for all three rows instead of once per constraint (the tilted
+    rolling disk's vector field: 1732 → 1314 jaxpr equations).
+
+    **Returns:** a list of one constraint (3 rows, named `"<name>.rolling"`), to splice into
+    `System(constraints=...)`.
 
     **Example:**
 
@@ -418,11 +440,16 @@ def rolling_contact(
     system = cx.System(L, cons)
     ```
     """
-    prefix = name or body.name
+    _check_body(body)
+    _check_shape(shape)
     plane = Plane() if plane is None else plane
+    directions = jnp.concatenate([plane.normal[None], plane.tangents()])
     return [
-        plane_contact(body, shape, plane, name=f"{prefix}.contact"),
-        no_slip(body, shape, plane, name=f"{prefix}.no_slip"),
+        Pfaffian(
+            velocity=_contact_velocity(body, shape, plane, directions),
+            position=_height(body, shape, plane),
+            name=f"{name or body.name}.rolling",
+        )
     ]
 
 
