@@ -160,6 +160,20 @@ def count_equations(jaxpr: Jaxpr | ClosedJaxpr) -> int:
     return n
 
 
+def live_equations(jaxpr: ClosedJaxpr) -> int | None:
+    """`count_equations` after JAX's dead-code elimination, which `jax.jit` applies before
+    lowering: what is lowered and XLA-compiled, without the equations a trace computes and
+    discards (the tangent of an output of a `jax.jvp` that is not used). `None` where this
+    version of JAX does not expose `dce_jaxpr` where it is looked for."""
+    try:
+        from jax._src.interpreters import partial_eval as pe
+    except ImportError:  # pragma: no cover - private module moved
+        return None
+    jaxpr_ = pe.convert_constvars_jaxpr(jaxpr.jaxpr)
+    live, _ = pe.dce_jaxpr(jaxpr_, [True] * len(jaxpr_.outvars), instantiate=True)
+    return count_equations(live)
+
+
 def primitive_counts(jaxpr: Jaxpr | ClosedJaxpr, into: collections.Counter | None = None):
     """Equations of `jaxpr` per primitive name, counted like `count_equations`."""
     into = collections.Counter() if into is None else into
@@ -226,13 +240,18 @@ def _vjp_of(f: Callable, n_static: int = 1) -> Callable:
 def function_counts(f: Callable, args, n_static: int = 1, primitives: bool = False) -> dict:
     """Equation counts of `f(*args)` and of its VJP with respect to `args[n_static:]`.
 
-    **Returns:** `{"eval": int, "vjp": int}` (plus per-primitive counts if asked).
+    **Returns:** `{"eval": int, "vjp": int, "live": int}`, `live` the equations of `f` left
+    after dead-code elimination (`live_equations`; absent if it cannot be computed), plus
+    per-primitive counts if asked.
     """
     args = jax.tree_util.tree_map(_struct, tuple(args))
     jaxpr = jax.make_jaxpr(f)(*args)
     ct = jax.eval_shape(f, *args)
     jaxpr_vjp = jax.make_jaxpr(_vjp_of(f, n_static))(*args, ct)
     out = {"eval": count_equations(jaxpr), "vjp": count_equations(jaxpr_vjp)}
+    live = live_equations(jaxpr)
+    if live is not None:
+        out["live"] = live
     if primitives:
         out["eval_primitives"] = dict(primitive_counts(jaxpr).most_common())
         out["vjp_primitives"] = dict(primitive_counts(jaxpr_vjp).most_common())
@@ -262,9 +281,10 @@ def case_counts(
     measures=("vf", "acc"),
     primitives: bool = False,
 ) -> dict:
-    """`{contender: {"vf", "vf_vjp", "acc", "acc_vjp"}}` of a `RolloutCase`: the vector
-    field as the rollout traces it (`vector_field_counts`) and the accelerations as a user
-    traces them (`function_counts` of `case.accelerations[contender]`), each with its VJP."""
+    """`{contender: {"vf", "vf_vjp", "vf_live", "acc", "acc_vjp"}}` of a `RolloutCase`: the
+    vector field as the rollout traces it (`vector_field_counts`) and the accelerations as
+    a user traces them (`function_counts` of `case.accelerations[contender]`), each with
+    its VJP; `vf_live`, the field's equations left after dead-code elimination."""
     out = {}
     fns, args, acc_args = case.rollouts(), case.args(), case.acc_args()
     for name in contenders:
@@ -275,6 +295,8 @@ def case_counts(
             else:
                 c = function_counts(case.accelerations[name], acc_args, primitives=primitives)
             out[name].update({measure: c["eval"], f"{measure}_vjp": c["vjp"]})
+            if measure == "vf" and "live" in c:
+                out[name]["vf_live"] = c["live"]
             if primitives:
                 out[name].setdefault("primitives", {}).update(_rename_primitives(c, measure))
     return out

@@ -7,6 +7,9 @@ For each case and contender (constrax, hand-written): `vf` = one evaluation of t
 field as the rollout traces it, `vf_vjp` = its VJP with respect to state and parameters,
 `acc` = `cx.accelerations(...).qdd` as a user traces it (hand: the field's `qdd`),
 `acc_vjp` = its VJP with respect to `(q, qd, p)`; counted by `_harness.count_equations`.
+`vf_live` = the field's equations left after JAX's dead-code elimination, which `jax.jit`
+applies before lowering (`_harness.live_equations`): what is lowered and compiled. (The VJP
+counts hold little dead code: JAX's partial evaluation for reverse mode removes it.)
 `tests/test_jaxpr_budget.py` fails if a constrax count grows more than 10 % over the
 committed file; regenerate it with this command after a deliberate change.
 """
@@ -57,7 +60,8 @@ def main(argv=None) -> dict:
             "jaxpr equation counts (benchmarks/_harness.py count_equations): vf = one "
             "vector-field evaluation as the rollout traces it, vf_vjp = its VJP w.r.t. "
             "(state, params), acc = cx.accelerations(...).qdd (hand: the field's qdd), "
-            "acc_vjp = its VJP w.r.t. (q, qd, params). Regenerate: "
+            "acc_vjp = its VJP w.r.t. (q, qd, params), vf_live = vf after dead-code "
+            "elimination (what jax.jit lowers). Regenerate: "
             "python benchmarks/jaxpr_counts.py"
         ),
         "versions": h.versions(),
@@ -69,7 +73,7 @@ def main(argv=None) -> dict:
         res["cases"][name] = c = counts(name, primitives=args.by_primitive)
         line = "  ".join(
             f"{k} {c['constrax'][k]} / {c['hand'][k]}"
-            for k in ("vf", "vf_vjp", "acc", "acc_vjp")
+            for k in ("vf", "vf_vjp", "vf_live", "acc", "acc_vjp")
             if k in c["constrax"]
         )
         print(f"{name:20s} {line}   ({time.perf_counter() - t0:.1f} s)", flush=True)
@@ -94,7 +98,7 @@ def main(argv=None) -> dict:
 
 def markdown(res: dict) -> str:
     """The counts as a markdown table: constrax / hand-written and their ratio."""
-    measures = ("vf", "vf_vjp", "acc", "acc_vjp")
+    measures = ("vf", "vf_vjp", "vf_live", "acc", "acc_vjp")
     head = "| case | " + " | ".join(measures) + " |\n|---|" + "---|" * len(measures) + "\n"
     rows = []
     for name, c in res["cases"].items():
