@@ -458,3 +458,39 @@ def test_smoothed_coulomb_rolling_and_spin_friction_dissipate_at_the_closed_form
     np.testing.assert_allclose(
         qd @ spin(0.0, q, qd, None), -ts * wn**2 / np.sqrt(wn**2 + eps**2), rtol=1e-12
     )
+
+
+def test_friction_forces_are_the_generalized_forces_of_their_closed_form_loads():
+    # Each builder's Q(t, q, qd, p), against `body_force` (virtual power, tested above) of
+    # the torque or force written out here, at a state off the unit quaternion and with a
+    # moving plane for the sliding friction.
+    body = rg.RigidBody(1.0, jnp.array([0.3, 0.4, 0.5]))
+    w = jnp.array([1.0, -2.0, 0.5])
+    q, qd = body.state(jnp.array([0.1, -0.2, 0.1]), R1, jnp.array([0.3, 0.1, -0.2]), w)
+    q = q.at[3:].multiply(1.2)
+    w = body.angular_velocity(q, qd)
+    n, eps = EZ, 1e-2
+    wn, wt = (w @ n) * n, w - (w @ n) * n
+    torques = {
+        rg.viscous_spin_friction(body, 0.3): -0.3 * wn,
+        rg.viscous_rolling_friction(body, 0.2): -0.2 * wt,
+        rg.coulomb_spin_friction(body, 0.3, epsilon=eps): -0.3
+        * wn
+        / jnp.sqrt((w @ n) ** 2 + eps**2),
+        rg.coulomb_rolling_friction(body, 0.2, epsilon=eps): -0.2 * wt / jnp.sqrt(wt @ wt + eps**2),
+    }
+    for Q, tau in torques.items():
+        np.testing.assert_allclose(
+            Q(0.0, q, qd, None), rg.body_force(body, q, torque=tau), rtol=1e-12, atol=1e-14
+        )
+    plane = rg.rotating_plane(1.5)
+    shape = rg.Disk(0.2)
+    Q = rg.sliding_friction(body, shape, plane, coefficient=0.3, normal_force=9.81, epsilon=eps)
+    delta = rg.contact_offset(body, shape, plane, q, None)
+    x = body.position(q) + delta
+    s = body.velocity(q, qd) + jnp.cross(w, delta) - 1.5 * jnp.cross(EZ, x)
+    s = s - (s @ n) * n
+    F = -0.3 * 9.81 * s / jnp.sqrt(s @ s + eps**2)
+    np.testing.assert_allclose(
+        Q(0.0, q, qd, None), rg.body_force(body, q, force=F, offset=delta), rtol=1e-12, atol=1e-14
+    )

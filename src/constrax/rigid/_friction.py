@@ -11,6 +11,8 @@ $Q = (\partial v_P/\partial\dot q)^\top F + (\partial\omega/\partial\dot q)^\top
 Coefficients are numbers or callables `p -> value` (differentiable parameters).
 """
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
@@ -63,6 +65,15 @@ def body_force(
     return Q
 
 
+def _velocity_load(velocity: Callable, qd, load: Callable) -> Array:
+    r"""$Q = (\partial v/\partial\dot q)^\top F(v)$ for a velocity $v$ = `velocity(qd)` affine in
+    $\dot q$ and a load $F$ = `load(v)` that depends on it (a friction): one `jax.vjp`
+    traces the velocity map once for $v$ and for its transpose (`body_force` with $v$
+    computed apart traces it twice)."""
+    v, pullback = jax.vjp(velocity, qd)
+    return pullback(load(v).astype(v.dtype))[0]
+
+
 def _unit(n) -> Array:
     return check_point(n, "normal")
 
@@ -77,8 +88,8 @@ def viscous_spin_friction(body: RigidBody, coefficient, normal=(0.0, 0.0, 1.0)) 
 
     def Q(t, q, qd, p):
         n = n0.astype(q.dtype)
-        w = body.angular_velocity(q, qd)
-        return body_force(body, q, torque=-_param(coefficient, p) * (w @ n) * n)
+        spin = lambda w: -_param(coefficient, p) * (w @ n) * n
+        return _velocity_load(lambda v: body.angular_velocity(q, v), qd, spin)
 
     return Q
 
@@ -94,8 +105,8 @@ def viscous_rolling_friction(body: RigidBody, coefficient, normal=(0.0, 0.0, 1.0
 
     def Q(t, q, qd, p):
         n = n0.astype(q.dtype)
-        w = body.angular_velocity(q, qd)
-        return body_force(body, q, torque=-_param(coefficient, p) * (w - (w @ n) * n))
+        rolling = lambda w: -_param(coefficient, p) * (w - (w @ n) * n)
+        return _velocity_load(lambda v: body.angular_velocity(q, v), qd, rolling)
 
     return Q
 
@@ -113,9 +124,12 @@ def coulomb_spin_friction(
 
     def Q(t, q, qd, p):
         n = n0.astype(q.dtype)
-        s = body.angular_velocity(q, qd) @ n
-        tau = -_param(torque, p) * s / jnp.sqrt(s * s + epsilon**2) * n
-        return body_force(body, q, torque=tau)
+
+        def tau(w):
+            s = w @ n
+            return -_param(torque, p) * s / jnp.sqrt(s * s + epsilon**2) * n
+
+        return _velocity_load(lambda v: body.angular_velocity(q, v), qd, tau)
 
     return Q
 
@@ -134,10 +148,12 @@ def coulomb_rolling_friction(
 
     def Q(t, q, qd, p):
         n = n0.astype(q.dtype)
-        w = body.angular_velocity(q, qd)
-        wt = w - (w @ n) * n
-        tau = -_param(torque, p) * wt / jnp.sqrt(wt @ wt + epsilon**2)
-        return body_force(body, q, torque=tau)
+
+        def tau(w):
+            wt = w - (w @ n) * n
+            return -_param(torque, p) * wt / jnp.sqrt(wt @ wt + epsilon**2)
+
+        return _velocity_load(lambda v: body.angular_velocity(q, v), qd, tau)
 
     return Q
 
@@ -165,10 +181,17 @@ def sliding_friction(
     def Q(t, q, qd, p):
         n = plane.normal.astype(q.dtype)
         delta = contact_offset(body, shape, plane, q, p)
-        v = relative_velocity(body, t, q, qd, delta, plane.velocity, p, "Plane.velocity")
-        s = v - (v @ n) * n
-        F = -_param(coefficient, p) * _param(normal_force, p) * s / jnp.sqrt(s @ s + epsilon**2)
-        return body_force(body, q, force=F, offset=delta)
+
+        def F(v):  # v: the slip velocity of the contact point (the plane's is constant in qd)
+            s = v - (v @ n) * n
+            return (
+                -_param(coefficient, p) * _param(normal_force, p) * s / jnp.sqrt(s @ s + epsilon**2)
+            )
+
+        slip = lambda v: relative_velocity(
+            body, t, q, v, delta, plane.velocity, p, "Plane.velocity"
+        )
+        return _velocity_load(slip, qd, F)
 
     return Q
 
