@@ -167,6 +167,12 @@ def constraint_row_counts(system: System, t, q, qd, p) -> tuple[int, ...]:
 
     Raises `ValueError` naming the function, the constraint and the shapes at fault.
     """
+    return tuple(k for k, _ in _row_layout(system, t, q, qd, p))
+
+
+def _row_layout(system: System, t, q, qd, p) -> tuple[tuple[int, int], ...]:
+    """`(k, h)` per constraint, after the checks of `constraint_row_counts`: its `k` rows,
+    of which the first `h` have a position level (all of a holonomic constraint's)."""
     n = q.shape[0]
     shape = _shape("the Lagrangian L(t, q, qd, p)", system.lagrangian, t, q, qd, p)
     if shape != ():
@@ -215,20 +221,17 @@ def constraint_row_counts(system: System, t, q, qd, p) -> tuple[int, ...]:
             k = _row_count(label, "velocity(t, q, qd, p)", shape)
         else:
             k = _shape(f"{label}: c(t, q, qd, p)", con.velocity_residual, t, q, qd, p)[0]
+        h = k if con.holonomic else 0
         if isinstance(con, Pfaffian) and con.position is not None:
-            h = _integrable_rows(con, t, q, p, label)
+            shape = _shape(f"{label}: position(t, q, p)", con.position, t, q, p)
+            h = _row_count(label, "position(t, q, p)", shape)
             if h > k:
                 raise ValueError(
                     f"{label}: position(t, q, p) gives the first rows' holonomic form, so it "
                     f"must return at most the constraint's {k} rows, got ({h},)"
                 )
-        rows.append(k)
+        rows.append((k, h))
     return tuple(rows)
-
-
-def _integrable_rows(con: Pfaffian, t, q, p, label: str) -> int:
-    shape = _shape(f"{label}: position(t, q, p)", con.position, t, q, p)
-    return _row_count(label, "position(t, q, p)", shape)
 
 
 def row_names(system: System, t, q, qd, p) -> list[str]:
@@ -241,18 +244,8 @@ def row_names(system: System, t, q, qd, p) -> list[str]:
 def holonomic_mask(system: System, t, q, qd, p) -> np.ndarray:
     """Static boolean mask of the stacked rows that have a position level: every row of a
     holonomic constraint, the integrable leading rows of a `Pfaffian` with `position=`."""
-    counts = constraint_row_counts(system, t, q, qd, p)
-
-    def rows(con, k):
-        h = k if con.holonomic else 0
-        if isinstance(con, Pfaffian) and con.position is not None:
-            h = _integrable_rows(con, t, q, p, con.name)
-        return np.arange(k) < h
-
-    return np.concatenate(
-        [rows(con, k) for con, k in zip(system.constraints, counts, strict=True)]
-        or [np.zeros(0, bool)]
-    )
+    layout = _row_layout(system, t, q, qd, p)
+    return np.concatenate([np.arange(k) < h for k, h in layout] or [np.zeros(0, bool)])
 
 
 # ----------------------------------------------------------------------------------------
