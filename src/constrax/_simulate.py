@@ -99,16 +99,19 @@ _MASS_MSG = (
 
 
 def _check_mass_on_kernel(system, prescription, t, q, qd, mu, p):
-    """`q`, or an error if the mass matrix is not positive definite on ker A at `(t, q, qd)`."""
-    L = prescription.effective_lagrangian(system, mu, p)
-    A, _, _ = constraint_terms(system, t, q, qd, p)
-    W, _ = euler_lagrange_terms(L, t, q, qd)
+    """`q`, or an error if the mass matrix is not positive definite on ker A at `(t, q, qd)`.
+
+    A check, not a result: it runs on `stop_gradient`-ed values, so that differentiating
+    `simulate` traces no tangent of it, and builds $W$ and $A$ without their bias terms.
+    """
+    t_, q_, qd_, mu_, p_ = jax.lax.stop_gradient((t, q, qd, mu, p))
+    L = prescription.effective_lagrangian(system, mu_, p_)
+    A, _, _ = constraint_terms(system, t_, q_, qd_, p_, bias=False)
+    W, _ = euler_lagrange_terms(L, t_, q_, qd_, bias=False)
     factor = UdwadiaKalaba(throw=False).factor(W, A).L
     n = q.shape[0]
     bad = ~jnp.all(jnp.isfinite(jnp.ravel(factor)[:: n + 1]))
-    return checked(
-        q, jax.lax.stop_gradient(bad), "constrax.simulate: at the initial state, " + _MASS_MSG
-    )
+    return checked(q, bad, "constrax.simulate: at the initial state, " + _MASS_MSG)
 
 
 def _check_finite(x, name):
@@ -491,13 +494,14 @@ def simulate(
         if initial_tolerance is None:
             initial_tolerance = default_initial_tolerance(q0.dtype)
         names = row_names(system, t0a, q0, qd0, p)
-        c = stacked_residual(system, p)(t0a, q0, qd0)
-        scale = jnp.maximum(1.0, jnp.max(jnp.abs(qd0)))
+        # A check: on stop_gradient-ed values, so a derivative of simulate traces none of it.
+        t_, q_, qd_, p_ = jax.lax.stop_gradient((t0a, q0, qd0, p))
+        c = stacked_residual(system, p_)(t_, q_, qd_)
+        scale = jnp.maximum(1.0, jnp.max(jnp.abs(qd_)))
         viol = jnp.abs(c) / scale
         if mask.any():
-            g = position_residual(system, t0a, q0, p)
+            g = position_residual(system, t_, q_, p_)
             viol = viol.at[np.flatnonzero(mask)].max(jnp.abs(g))
-        viol = jax.lax.stop_gradient(viol)
         msgs = [
             f"constrax.simulate: the initial state violates constraint row {name} by more than "
             f"initial_tolerance={initial_tolerance:g}. Project it with "
