@@ -110,3 +110,29 @@ def test_gradient_of_simulate_with_project_initial_matches_central_differences()
     ad = jax.jit(jax.grad(x_final))(l)
     fd = (x_final(l + h) - x_final(l - h)) / (2 * h)
     np.testing.assert_allclose(ad, fd, rtol=1e-6)
+
+
+def _solves(fn, *args) -> int:
+    """Number of linear solves (`custom_linear_solve` equations) in the jaxpr of `fn`."""
+    jaxpr = jax.make_jaxpr(fn)(*args)
+    return str(jaxpr).count("custom_linear_solve")
+
+
+def test_a_concrete_zero_position_rate_leaves_the_position_correction_out_of_the_trace():
+    # The default Projection(10, 0) must not trace beta * W^-1 A^T (A W^-1 A^T)^+ g for a
+    # zero beta; a traced beta (an array, e.g. one being differentiated) keeps the term and
+    # its derivative d(qdot)/d(beta) = -W^-1 A^T (A W^-1 A^T)^+ g, here -(0, g) = -(0, q_y).
+    system = cx.System(_free_particle, [cx.Holonomic(lambda t, q, p: q[1])])
+    q, qd = jnp.array([0.0, 1e-3]), jnp.array([1.0, 0.2])
+
+    def velocity(beta):
+        stab = cx.Projection(10.0, beta)
+        return cx.accelerations(system, 0.0, q, qd, stabilisation=stab, constraint_solver=cx.KKT())
+
+    concrete = _solves(lambda: velocity(0.0).velocity)
+    traced = _solves(lambda b: velocity(b).velocity, jnp.asarray(0.0))
+    assert concrete == traced - 1
+    np.testing.assert_array_equal(velocity(0.0).velocity, velocity(jnp.asarray(0.0)).velocity)
+    np.testing.assert_allclose(velocity(0.0).velocity, [1.0, 0.0], atol=1e-15)
+    d_beta = jax.jacfwd(lambda b: velocity(b).velocity)(jnp.asarray(0.0))
+    np.testing.assert_allclose(d_beta, [0.0, -1e-3], rtol=1e-12, atol=1e-15)

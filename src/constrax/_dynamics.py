@@ -16,7 +16,7 @@ from ._compilation import compiled
 from ._custom_types import Params, Time
 from ._prescriptions import AbstractPrescription, DAlembert
 from ._solve import AbstractConstraintSolver, AutoSolver
-from ._stabilisation import AbstractStabilisation, Baumgarte, Projection
+from ._stabilisation import AbstractStabilisation, Baumgarte, Projection, static_zero
 from ._system import (
     System,
     as_time,
@@ -124,7 +124,9 @@ def _step(
     with jax.named_scope("factor"):
         state = solver.factor(W, A)
     q_dot = qd_used = qd
-    has_holonomic = bool(mask.any())
+    # The position-level terms, unless their rate is a concrete zero (the default
+    # `Projection(10, 0)`): traced for nothing otherwise, a position residual and a solve.
+    has_holonomic = bool(mask.any()) and not static_zero(getattr(stabilisation, "beta", 0))
     if isinstance(stabilisation, Projection):
         with jax.named_scope("projection"):
             qd_p = qd - solver.project(state, c)

@@ -29,6 +29,13 @@ import jax
 import numpy as np
 
 
+def static_zero(rate) -> bool:
+    """Whether `rate` is a concrete zero (a Python or NumPy number, not a JAX array): its
+    term is then left out of the trace rather than multiplied by zero, which XLA does not
+    fold (`0 * x` is NaN for non-finite `x`)."""
+    return isinstance(rate, (int, float, np.number)) and rate == 0
+
+
 class AbstractStabilisation(eqx.Module):
     """Base class of drift-control schemes (`Baumgarte`, `Projection`).
 
