@@ -16,10 +16,10 @@ $$W\ddot q = f + A^\top\lambda, \qquad A\ddot q = b.$$
   Costs one Cholesky ($\tfrac13 n^3$) plus an SVD ($O(mn^2)$); the pseudoinverse has a
   custom JVP (Golub–Pereyra), so gradients stay finite at rank-deficient points.
 * `AutoSolver` (the default): the KKT path, switching to `UdwadiaKalaba` at points where
-  the KKT pivots say the saddle matrix is numerically singular. The switch is one
-  `lax.cond` per factorisation on whether *any* batch element is singular, so under `vmap`
-  a batch of regular states costs about what `KKT` costs; where it is taken, it computes
-  the rank-robust solution operator once, and every solve with that factorisation uses it.
+  the KKT pivots say the saddle matrix is numerically singular. The switch is a
+  `lax.cond` on whether *any* batch element is singular, so under `vmap` a batch of
+  regular states costs about what `KKT` costs; where it is taken, it computes the
+  rank-robust solution operator once, and every solve with that factorisation uses it.
 """
 
 import abc
@@ -229,13 +229,14 @@ class AutoSolver(AbstractConstraintSolver):
     redundant), the rank-robust `UdwadiaKalaba` result is returned instead: unique
     accelerations, minimum-norm multipliers, the rank reported, finite gradients.
 
-    The switch is one `lax.cond` per factorisation on whether *any* element of a batch is
-    singular (`equinox.internal.unvmap_any`), so under `jax.vmap` a batch of regular states
-    costs about what `KKT` costs. In the steps where some element is singular, the whole
-    batch computes the rank-robust solution operator $X$, $[\ddot q; -\lambda] = X[f; b]$
-    (the `UdwadiaKalaba` solve applied to the columns of the identity: it is linear in
-    $(f, b)$), and each element takes the result of its own path. `solve` and `project`
-    then need no `cond` of their own: a projection is the acceleration for $f = 0$.
+    The switch is a `lax.cond` on whether *any* element of a batch is singular
+    (`equinox.internal.unvmap_any`), so under `jax.vmap` a batch of regular states costs
+    about what `KKT` costs. In the steps where some element is singular, the whole batch
+    computes the rank-robust solution operator $X$, $[\ddot q; -\lambda] = X[f; b]$ (the
+    `UdwadiaKalaba` solve applied to the columns of the identity: it is linear in
+    $(f, b)$), once per factorisation, and every `solve` and `project` (a projection is the
+    acceleration for $f = 0$) gives each element the result of its own path; in the other
+    steps they are `KKT`'s solves behind a `cond` on the same predicate.
 
     **Arguments:**
 
@@ -263,29 +264,40 @@ class AutoSolver(AbstractConstraintSolver):
         n, m = W.shape[0], A.shape[0]
         kkt = self._kkt(W.dtype).factor(W, A)
         singular = kkt.singular
+        # The KKT factor of a singular element is replaced by the identity's (a select, no
+        # refactorisation), so that no NaN or inf reaches its discarded solves: their
+        # cotangents would otherwise turn NaN.
+        eye = jnp.eye(n + m, dtype=W.dtype)
+        safe = _KKTState(
+            jnp.where(singular, eye, kkt.K),
+            jnp.where(singular, eye, kkt.lu),
+            jnp.where(singular, jnp.arange(n + m, dtype=kkt.piv.dtype), kkt.piv),
+            singular,
+            n,
+        )
 
         def regular():
-            return kkt, jnp.zeros((n + m, n + m), W.dtype), jnp.asarray(m, jnp.int32)
+            return jnp.zeros((n + m, n + m), W.dtype), jnp.asarray(m, jnp.int32)
 
         def rank_robust():
-            # The KKT factor of a singular element is redone on an identity block so that
-            # no NaN or inf reaches its discarded values (their cotangents would otherwise
-            # turn NaN); the rank-robust operator is computed for every element.
-            K = jnp.where(singular, jnp.eye(n + m, dtype=W.dtype), kkt.K)
-            lu, piv = jsl.lu_factor(jax.lax.stop_gradient(K))
+            # The rank-robust operator, computed for every element of a batch.
             uk_solver = self._uk()
             uk = uk_solver.factor(W, A)
-            eye = jnp.eye(n + m, dtype=W.dtype)  # the solve is linear in (f, b): all columns
-            qdd, lam = uk_solver.solve(uk, eye[:n], eye[n:])
-            rank = jnp.where(singular, uk_solver.rank(uk), m)
-            return _KKTState(K, lu, piv, singular, n), jnp.concatenate([qdd, -lam]), rank
+            qdd, lam = uk_solver.solve(uk, eye[:n], eye[n:])  # linear in (f, b): all columns
+            return jnp.concatenate([qdd, -lam]), jnp.where(singular, uk_solver.rank(uk), m)
 
-        safe, X, rank = jax.lax.cond(eqxi.unvmap_any(singular), rank_robust, regular)
+        X, rank = jax.lax.cond(eqxi.unvmap_any(singular), rank_robust, regular)
         return _AutoState(safe, X, rank)
 
     def _select(self, state, kkt_out, rhs):
-        uk_out = state.X @ rhs
-        return jnp.where(state.kkt.singular, uk_out, kkt_out)
+        # The product with X and the selection only in steps where some element is
+        # singular: a batch of regular states pays one cond per solve, not a product.
+        singular = state.kkt.singular
+        return jax.lax.cond(
+            eqxi.unvmap_any(singular),
+            lambda: jnp.where(singular, state.X @ rhs, kkt_out),
+            lambda: kkt_out,
+        )
 
     def solve(self, state, f, b):
         rhs = jnp.concatenate([f, b])
