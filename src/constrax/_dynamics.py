@@ -22,13 +22,12 @@ from ._system import (
     as_time,
     check_state,
     constraint_bias,
-    constraint_row_counts,
     constraint_terms,
     euler_lagrange_rhs,
     euler_lagrange_terms,
     generalized_force,
-    holonomic_mask,
     position_residual,
+    row_layout,
     scatter_holonomic,
 )
 
@@ -226,9 +225,9 @@ def accelerations(
     )
     q, qd = check_state(q, qd)
     t = as_time(t, q)
-    counts = constraint_row_counts(system, t, q, qd, p)
-    mask = holonomic_mask(system, t, q, qd, p)
-    mu = check_mu(prescription, mu, sum(counts), q.dtype)
+    layout = row_layout(system, t, q, qd, p)
+    mask = layout.mask
+    mu = check_mu(prescription, mu, sum(layout.counts), q.dtype)
     where = "constrax.accelerations"
     t = check_finite(t, "t", where)
     q = check_finite(q, "q", where)

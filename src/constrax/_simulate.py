@@ -52,12 +52,10 @@ from ._system import (
     System,
     as_time,
     check_state,
-    constraint_row_counts,
     constraint_terms,
     euler_lagrange_terms,
-    holonomic_mask,
     position_residual,
-    row_names,
+    row_layout,
     stacked_residual,
 )
 from ._tolerances import (
@@ -314,7 +312,7 @@ def consistent_initial_state(
     check_system(system)
     q0, qd0 = check_state(q0, qd0)
     t0 = as_time(t0, q0)
-    counts = constraint_row_counts(system, t0, q0, qd0, p)
+    layout = row_layout(system, t0, q0, qd0, p)
     rtol = projection_tolerance(q0.dtype) if rtol is None else rtol
     atol = projection_tolerance(q0.dtype) if atol is None else atol
     q = q0
@@ -338,22 +336,21 @@ def consistent_initial_state(
     linear = all(con.linear_in_velocity for con in system.constraints)
 
     def project(qd, _):
-        A, c, _ = constraint_terms(system, t0, q, qd, p)
-        W, _ = euler_lagrange_terms(L, t0, q, qd)
+        A, c, _ = constraint_terms(system, t0, q, qd, p, bias=False)
+        W, _ = euler_lagrange_terms(L, t0, q, qd, bias=False)
         return qd - solver.project(solver.factor(W, A), c), None
 
     qd, _ = jax.lax.scan(project, qd0, None, length=1 if linear else velocity_iterations)
-    if throw and sum(counts) > 0:
-        q, qd = _check_projected(system, t0, q, qd, p, converged, tolerance, max_steps)
+    if throw and sum(layout.counts) > 0:
+        q, qd = _check_projected(system, layout, t0, q, qd, p, converged, tolerance, max_steps)
     return q, qd
 
 
-def _check_projected(system, t0, q, qd, p, converged, tolerance, max_steps):
+def _check_projected(system, layout, t0, q, qd, p, converged, tolerance, max_steps):
     """Error naming the worst row if the projected state still violates a constraint."""
     if tolerance is None:
         tolerance = default_initial_tolerance(q.dtype)
-    names = row_names(system, t0, q, qd, p)
-    mask = holonomic_mask(system, t0, q, qd, p)
+    names, mask = layout.names, layout.mask
     c = stacked_residual(system, p)(t0, q, qd)
     viol = jnp.abs(c) / jnp.maximum(1.0, jnp.max(jnp.abs(qd)))
     if mask.any():
@@ -477,9 +474,8 @@ def simulate(
     t0, t1 = check_times(t0, t1, dt0)
     q0, qd0 = check_state(q0, qd0)
     t0a = as_time(t0, q0)
-    counts = constraint_row_counts(system, t0a, q0, qd0, p)
-    m = sum(counts)
-    mask = holonomic_mask(system, t0a, q0, qd0, p)
+    layout = row_layout(system, t0a, q0, qd0, p)
+    m, mask = sum(layout.counts), layout.mask
     if prescription.multiplier_state and mu0 is None:
         mu0 = jnp.zeros((m,), q0.dtype)
     mu0 = check_mu(prescription, mu0, m, q0.dtype)
@@ -493,7 +489,7 @@ def simulate(
     elif m > 0:
         if initial_tolerance is None:
             initial_tolerance = default_initial_tolerance(q0.dtype)
-        names = row_names(system, t0a, q0, qd0, p)
+        names = layout.names
         # A check: on stop_gradient-ed values, so a derivative of simulate traces none of it.
         t_, q_, qd_, p_ = jax.lax.stop_gradient((t0a, q0, qd0, p))
         c = stacked_residual(system, p_)(t_, q_, qd_)

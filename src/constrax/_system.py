@@ -11,6 +11,7 @@ engine derives from them by autodiff (docs/concepts/lagrangians.md).
 """
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -162,12 +163,35 @@ def _row_count(label: str, what: str, shape: tuple[int, ...]) -> int:
     return shape[0] if shape else 1
 
 
-def constraint_row_counts(system: System, t, q, qd, p) -> tuple[int, ...]:
-    """Check every user function's output shape at trace time; return rows per constraint.
+class RowLayout(NamedTuple):
+    """The stacked constraint rows of a system, from one pass of the trace-time checks."""
+
+    counts: tuple[int, ...]
+    """Rows per constraint, in order."""
+    mask: np.ndarray
+    """Static boolean mask of the stacked rows that have a position level: every row of a
+    holonomic constraint, the integrable leading rows of a `Pfaffian` with `position=`."""
+    names: tuple[str, ...]
+    """A label `"name[i]"` for every stacked row."""
+
+
+def row_layout(system: System, t, q, qd, p) -> RowLayout:
+    """Check every user function's output shape at trace time (`jax.eval_shape`, once
+    each); return the row counts, the position-level mask and the row names.
 
     Raises `ValueError` naming the function, the constraint and the shapes at fault.
     """
-    return tuple(k for k, _ in _row_layout(system, t, q, qd, p))
+    layout = _row_layout(system, t, q, qd, p)
+    counts = tuple(k for k, _ in layout)
+    mask = np.concatenate([np.arange(k) < h for k, h in layout] or [np.zeros(0, bool)])
+    pairs = zip(system.constraints, counts, strict=True)
+    names = tuple(f"{con.name}[{i}]" for con, k in pairs for i in range(k))
+    return RowLayout(counts, mask, names)
+
+
+def constraint_row_counts(system: System, t, q, qd, p) -> tuple[int, ...]:
+    """Rows per constraint, after the checks of `row_layout`."""
+    return row_layout(system, t, q, qd, p).counts
 
 
 def _row_layout(system: System, t, q, qd, p) -> tuple[tuple[int, int], ...]:
@@ -235,17 +259,8 @@ def _row_layout(system: System, t, q, qd, p) -> tuple[tuple[int, int], ...]:
 
 
 def row_names(system: System, t, q, qd, p) -> list[str]:
-    """A label `"name[i]"` for every stacked constraint row."""
-    counts = constraint_row_counts(system, t, q, qd, p)
-    pairs = zip(system.constraints, counts, strict=True)
-    return [f"{con.name}[{i}]" for con, k in pairs for i in range(k)]
-
-
-def holonomic_mask(system: System, t, q, qd, p) -> np.ndarray:
-    """Static boolean mask of the stacked rows that have a position level: every row of a
-    holonomic constraint, the integrable leading rows of a `Pfaffian` with `position=`."""
-    layout = _row_layout(system, t, q, qd, p)
-    return np.concatenate([np.arange(k) < h for k, h in layout] or [np.zeros(0, bool)])
+    """A label `"name[i]"` for every stacked constraint row (`row_layout`)."""
+    return list(row_layout(system, t, q, qd, p).names)
 
 
 # ----------------------------------------------------------------------------------------
@@ -402,7 +417,7 @@ def constraint_bias(system: System, t, q, qd, p) -> tuple[Float[Array, " m"], Fl
 
 def position_residual(system: System, t, q, p) -> Float[Array, " h"]:
     """Stacked $g(t, q)$ of the rows with a position level only (shape `(h,)`, the rows of
-    `holonomic_mask` in order)."""
+    `RowLayout.mask` in order)."""
     parts = [con.position_residual(t, q, p) for con in system.constraints if con.has_position_rows]
     if not parts:
         return jnp.zeros((0,), dtype=q.dtype)
