@@ -143,3 +143,53 @@ def test_auto_solver_works_under_jit_and_vmap_across_regular_and_singular_points
     qdd, rank = jax.vmap(solve)(scales)
     assert jnp.all(jnp.isfinite(qdd))
     assert list(np.asarray(rank)) == [2, 1, 2]
+
+
+def _auto_and_own_path(W, A2, f, b, r):
+    """AutoSolver's (qdd, lam, projection) and the same from the solver of the element's
+    own path, KKT where it is regular and UdwadiaKalaba where it is singular."""
+    out = []
+    for solver in (cx.AutoSolver(), cx.KKT(throw=False), cx.UdwadiaKalaba()):
+        state = solver.factor(W, A2)
+        out.append((*solver.solve(state, f, b), solver.project(state, r)))
+    return out
+
+
+def test_auto_solver_gives_each_batch_element_the_result_of_its_own_path():
+    # A batch mixing regular and singular elements (the rank-robust branch is then taken
+    # for the whole batch) and an all-regular batch (it is not): every element must get
+    # exactly KKT's answer where it is regular and UdwadiaKalaba's where it is singular,
+    # in solve and in project, and the gradient must be finite with KKT's on the regular
+    # elements.
+    W, A, f, _ = _random_system(7)
+    r = jnp.array([0.3, -0.2])
+
+    def rows(s):
+        return jnp.stack([A[0], s * A[1] + (1 - s) * A[0]])  # singular at s = 0
+
+    def run(s):
+        A2 = rows(s)
+        return _auto_and_own_path(W, A2, f, A2 @ jnp.ones(5), r)
+
+    for scales in (jnp.array([1.0, 0.0, 0.5]), jnp.array([1.0, 0.7, 0.5])):
+        auto, kkt, uk = jax.jit(jax.vmap(run))(scales)
+        for i, s in enumerate(np.asarray(scales)):
+            own = uk if s == 0.0 else kkt
+            for a, o in zip(auto, own, strict=True):
+                if s == 0.0:
+                    np.testing.assert_allclose(a[i], o[i], rtol=1e-12, atol=1e-12)
+                else:
+                    np.testing.assert_array_equal(a[i], o[i])
+
+    def loss(s, solver):
+        A2 = rows(s)
+        state = solver.factor(W, A2)
+        qdd, lam = solver.solve(state, f, A2 @ jnp.ones(5))
+        return jnp.sum(qdd**2) + jnp.sum(lam) + jnp.sum(solver.project(state, r))
+
+    scales = jnp.array([1.0, 0.0, 0.5])
+    g_auto = jax.vmap(jax.grad(lambda s: loss(s, cx.AutoSolver())))(scales)
+    g_kkt = jax.vmap(jax.grad(lambda s: loss(s, cx.KKT(throw=False))))(scales)
+    assert np.all(np.isfinite(np.asarray(g_auto)))
+    regular = np.array([0, 2])
+    np.testing.assert_allclose(g_auto[regular], g_kkt[regular], rtol=1e-12)
