@@ -125,7 +125,7 @@ def _step(
     q_dot = qd_used = qd
     # The position-level terms, unless their rate is a concrete zero (the default
     # `Projection(10, 0)`): traced for nothing otherwise, a position residual and a solve.
-    has_holonomic = bool(mask.any()) and not static_zero(getattr(stabilisation, "beta", 0))
+    position_terms = bool(mask.any()) and not static_zero(getattr(stabilisation, "beta", 0))
     if isinstance(stabilisation, Projection):
         with jax.named_scope("projection"):
             qd_p = qd - solver.project(state, c)
@@ -133,12 +133,12 @@ def _step(
             f0 = euler_lagrange_rhs(L, t, q, qd_p)
             b = -c_bias - stabilisation.alpha * c
             q_dot = qd_used = qd_p
-            if has_holonomic:
+            if position_terms:
                 g = scatter_holonomic(mask, position_residual(system, t, q, p))
                 q_dot = qd_p - stabilisation.beta * solver.project(state, g)
     elif isinstance(stabilisation, Baumgarte):
         stab = jnp.where(mask, 2 * stabilisation.alpha, stabilisation.alpha) * c
-        if has_holonomic:
+        if position_terms:
             g = scatter_holonomic(mask, position_residual(system, t, q, p))
             stab = stab + stabilisation.beta**2 * g
         b = -c_bias - stab
