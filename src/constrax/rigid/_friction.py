@@ -74,6 +74,12 @@ def _velocity_load(velocity: Callable, qd, load: Callable) -> Array:
     return pullback(load(v).astype(v.dtype))[0]
 
 
+def _torque_load(body: RigidBody, q, qd, torque: Callable) -> Array:
+    r"""$Q = (\partial\omega/\partial\dot q)^\top\tau(\omega)$: `_velocity_load` of the
+    body's angular velocity."""
+    return _velocity_load(lambda v: body.angular_velocity(q, v), qd, torque)
+
+
 def _unit(n) -> Array:
     return check_point(n, "normal")
 
@@ -89,7 +95,7 @@ def viscous_spin_friction(body: RigidBody, coefficient, normal=(0.0, 0.0, 1.0)) 
     def Q(t, q, qd, p):
         n = n0.astype(q.dtype)
         spin = lambda w: -_param(coefficient, p) * (w @ n) * n
-        return _velocity_load(lambda v: body.angular_velocity(q, v), qd, spin)
+        return _torque_load(body, q, qd, spin)
 
     return Q
 
@@ -106,7 +112,7 @@ def viscous_rolling_friction(body: RigidBody, coefficient, normal=(0.0, 0.0, 1.0
     def Q(t, q, qd, p):
         n = n0.astype(q.dtype)
         rolling = lambda w: -_param(coefficient, p) * (w - (w @ n) * n)
-        return _velocity_load(lambda v: body.angular_velocity(q, v), qd, rolling)
+        return _torque_load(body, q, qd, rolling)
 
     return Q
 
@@ -129,7 +135,7 @@ def coulomb_spin_friction(
             s = w @ n
             return -_param(torque, p) * s / jnp.sqrt(s * s + epsilon**2) * n
 
-        return _velocity_load(lambda v: body.angular_velocity(q, v), qd, tau)
+        return _torque_load(body, q, qd, tau)
 
     return Q
 
@@ -153,7 +159,7 @@ def coulomb_rolling_friction(
             wt = w - (w @ n) * n
             return -_param(torque, p) * wt / jnp.sqrt(wt @ wt + epsilon**2)
 
-        return _velocity_load(lambda v: body.angular_velocity(q, v), qd, tau)
+        return _torque_load(body, q, qd, tau)
 
     return Q
 
