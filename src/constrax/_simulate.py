@@ -96,20 +96,48 @@ _MASS_MSG = (
 )
 
 
-def _check_mass_on_kernel(system, prescription, t, q, qd, mu, p):
-    """`q`, or an error if the mass matrix is not positive definite on ker A at `(t, q, qd)`.
+def _row_violation(system, layout, t, q, qd, p, c):
+    r"""Per-row violation of a state with rows `c`: $|c|$ relative to
+    $\max(1, |\dot q|_\infty)$, and at least $|g|$ on the position-level rows."""
+    viol = jnp.abs(c) / jnp.maximum(1.0, jnp.max(jnp.abs(qd)))
+    if layout.mask.any():
+        g = position_residual(system, t, q, p)
+        viol = viol.at[np.flatnonzero(layout.mask)].max(jnp.abs(g))
+    return viol
 
-    A check, not a result: it runs on `stop_gradient`-ed values, so that differentiating
-    `simulate` traces no tangent of it, and builds $W$ and $A$ without their bias terms.
+
+def _check_initial_state(system, prescription, layout, t, q, qd, mu, p, tolerance, mass):
+    """`q`, or an error if the initial state violates a constraint row by more than
+    `tolerance` (skipped for `None`) or, with `mass`, if the mass matrix is not positive
+    definite on ker A there.
+
+    Checks, not results: they run on `stop_gradient`-ed values, so that differentiating
+    `simulate` traces no tangent of them, and build $W$ and $A$ without their bias terms;
+    the rows $c$ come with $A$ from one trace where both checks run.
     """
     t_, q_, qd_, mu_, p_ = jax.lax.stop_gradient((t, q, qd, mu, p))
-    L = prescription.effective_lagrangian(system, mu_, p_)
-    A, _, _ = constraint_terms(system, t_, q_, qd_, p_, bias=False)
-    W, _ = euler_lagrange_terms(L, t_, q_, qd_, bias=False)
-    factor = UdwadiaKalaba(throw=False).factor(W, A).L
-    n = q.shape[0]
-    bad = ~jnp.all(jnp.isfinite(jnp.ravel(factor)[:: n + 1]))
-    return checked(q, bad, "constrax.simulate: at the initial state, " + _MASS_MSG)
+    if mass:
+        A, c, _ = constraint_terms(system, t_, q_, qd_, p_, bias=False)
+    elif tolerance is not None:
+        c = stacked_residual(system, p_)(t_, q_, qd_)
+    if tolerance is not None:
+        viol = _row_violation(system, layout, t_, q_, qd_, p_, c)
+        msgs = [
+            f"constrax.simulate: the initial state violates constraint row {name} by more than "
+            f"initial_tolerance={tolerance:g}. Project it with "
+            "cx.consistent_initial_state(...), pass project_initial=True, or raise "
+            "initial_tolerance."
+            for name in layout.names
+        ]
+        q = eqx.branched_error_if(q, jnp.max(viol) > tolerance, jnp.argmax(viol), msgs)
+    if mass:
+        L = prescription.effective_lagrangian(system, mu_, p_)
+        W, _ = euler_lagrange_terms(L, t_, q_, qd_, bias=False)
+        factor = UdwadiaKalaba(throw=False).factor(W, A).L
+        n = q.shape[0]
+        bad = ~jnp.all(jnp.isfinite(jnp.ravel(factor)[:: n + 1]))
+        q = checked(q, bad, "constrax.simulate: at the initial state, " + _MASS_MSG)
+    return q
 
 
 def _check_finite(x, name):
@@ -350,13 +378,9 @@ def _check_projected(system, layout, t0, q, qd, p, converged, tolerance, max_ste
     """Error naming the worst row if the projected state still violates a constraint."""
     if tolerance is None:
         tolerance = default_initial_tolerance(q.dtype)
-    names, mask = layout.names, layout.mask
+    names = layout.names
     c = stacked_residual(system, p)(t0, q, qd)
-    viol = jnp.abs(c) / jnp.maximum(1.0, jnp.max(jnp.abs(qd)))
-    if mask.any():
-        g = position_residual(system, t0, q, p)
-        viol = viol.at[np.flatnonzero(mask)].max(jnp.abs(g))
-    viol = jax.lax.stop_gradient(viol)
+    viol = jax.lax.stop_gradient(_row_violation(system, layout, t0, q, qd, p, c))
     why = (
         "The constraints may contradict each other (no state satisfies every row: look for "
         "duplicated or dependent rows with incompatible values, e.g. equal one-form rows with "
@@ -486,30 +510,18 @@ def simulate(
         mu0 = _check_finite(mu0, "mu0")
     if project_initial:
         q0, qd0 = consistent_initial_state(system, t0a, q0, qd0, p, tolerance=initial_tolerance)
-    elif m > 0:
-        if initial_tolerance is None:
-            initial_tolerance = default_initial_tolerance(q0.dtype)
-        names = layout.names
-        # A check: on stop_gradient-ed values, so a derivative of simulate traces none of it.
-        t_, q_, qd_, p_ = jax.lax.stop_gradient((t0a, q0, qd0, p))
-        c = stacked_residual(system, p_)(t_, q_, qd_)
-        scale = jnp.maximum(1.0, jnp.max(jnp.abs(qd_)))
-        viol = jnp.abs(c) / scale
-        if mask.any():
-            g = position_residual(system, t_, q_, p_)
-            viol = viol.at[np.flatnonzero(mask)].max(jnp.abs(g))
-        msgs = [
-            f"constrax.simulate: the initial state violates constraint row {name} by more than "
-            f"initial_tolerance={initial_tolerance:g}. Project it with "
-            "cx.consistent_initial_state(...), pass project_initial=True, or raise "
-            "initial_tolerance."
-            for name in names
-        ]
-        q0 = eqx.branched_error_if(q0, jnp.max(viol) > initial_tolerance, jnp.argmax(viol), msgs)
-    if not isinstance(constraint_solver, UdwadiaKalaba):
-        # The LU of the KKT path does not see a mass matrix that is indefinite on ker A
-        # (e.g. a negative mass); UdwadiaKalaba's Cholesky does, at every step. Check once.
-        q0 = _check_mass_on_kernel(system, prescription, t0a, q0, qd0, mu0, p)
+        initial_tolerance = None  # projected: nothing left to check
+    elif m == 0:
+        initial_tolerance = None
+    elif initial_tolerance is None:
+        initial_tolerance = default_initial_tolerance(q0.dtype)
+    # The LU of the KKT path does not see a mass matrix that is indefinite on ker A (e.g. a
+    # negative mass); UdwadiaKalaba's Cholesky does, at every step. Check once.
+    mass = not isinstance(constraint_solver, UdwadiaKalaba)
+    if mass or initial_tolerance is not None:
+        q0 = _check_initial_state(
+            system, prescription, layout, t0a, q0, qd0, mu0, p, initial_tolerance, mass
+        )
     if stepsize_controller is None:
         tol = integration_tolerance(q0.dtype)
         dtmax = stabilisation_dtmax(stabilisation, bool(system.constraints))
