@@ -5,6 +5,8 @@ constraint terms $(A, c, c_\text{bias})$ → optional stabilisation → saddle s
 $(\ddot q, \lambda)$ → reactions.
 """
 
+from typing import Any, NamedTuple
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -94,6 +96,19 @@ def check_mu(prescription: AbstractPrescription, mu, m: int, dtype) -> Array | N
     return mu
 
 
+class _Step(NamedTuple):
+    """What one evaluation of the dynamics computes (`_step`)."""
+
+    q_dot: Array  # the time derivative of q
+    qd_used: Array  # the velocity the dynamics were evaluated at (projected under Projection)
+    qdd: Array
+    lam: Array
+    state: Any  # the constraint solver's factorisation
+    A: Array
+    b: Array
+    force: Array  # the generalized force Q at (t, q, qd_used)
+
+
 def _step(
     system: System,
     prescription: AbstractPrescription,
@@ -106,11 +121,7 @@ def _step(
     p,
     mask: np.ndarray,
 ):
-    """Core of the vector field: returns `(q_dot, qd_used, qdd, lam, state, A, b)`.
-
-    `qd_used` is the velocity the dynamics were evaluated at (the projection of `qd`
-    under `Projection`), `q_dot` the time derivative of `q`.
-    """
+    """Core of the vector field and of `accelerations` (a `_Step`)."""
     L = prescription.effective_lagrangian(system, mu, p)
     if mask.shape[0] == 0:
         stabilisation = None  # nothing to project or relax
@@ -146,10 +157,10 @@ def _step(
         b = -c_bias
     else:
         raise TypeError(f"unknown stabilisation {stabilisation!r}")
-    f = f0 + generalized_force(system, t, q, qd_used, p)
+    force = generalized_force(system, t, q, qd_used, p)
     with jax.named_scope("saddle_solve"):
-        qdd, lam = solver.solve(state, f, b)
-    return q_dot, qd_used, qdd, lam, state, A, b
+        qdd, lam = solver.solve(state, f0 + force, b)
+    return _Step(q_dot, qd_used, qdd, lam, state, A, b, force)
 
 
 def default_consistency_rtol(dtype) -> float:
@@ -235,11 +246,10 @@ def accelerations(
     p = check_finite(p, "p", where)
     if mu is not None:
         mu = check_finite(mu, "mu", where)
-    q_dot, qd_used, qdd, lam, state, A, b = _step(
+    q_dot, qd_used, qdd, lam, state, A, b, force = _step(
         system, prescription, constraint_solver, stabilisation, t, q, qd, mu, p, mask
     )
     residual = A @ qdd - b
-    force = generalized_force(system, t, q, qd_used, p)
     R_mult = A.T @ lam
     if prescription.multiplier_state:
         # Total reaction with the *original* Lagrangian: R = W qdd - f0 - Q.

@@ -165,7 +165,7 @@ class _VectorField(eqx.Module):
     def evaluate(self, t, y, p):
         q, qd = y[0], y[1]
         mu = y[2] if self.prescription.multiplier_state else None
-        q_dot, _, qdd, lam, _, A, b = _step(
+        q_dot, _, qdd, lam, _, A, b, _ = _step(
             self.system,
             self.prescription,
             self.solver,
