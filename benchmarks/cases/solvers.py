@@ -2,8 +2,9 @@ r"""What the rank-robust default costs where it is not needed: `cx.AutoSolver()`
 default; `UdwadiaKalaba` where the KKT pivots say singular) and `cx.UdwadiaKalaba()`
 against `cx.KKT()`, all three in constrax, on the snake cart (`snake.py`) on states that
 stay regular: one rollout of 1000 Tsit5 steps and `jax.vmap` over B = 1024 initial states
-(`snake.batch`, 100 steps), without stabilisation and with `cx.simulate`'s default
-`cx.Projection()` (three solves with one factorisation per evaluation).
+(`snake.batch`, 100 steps), without stabilisation and with `cx.Projection()`, which on
+the snake cart (no position-level rows) traces what `cx.simulate`'s default
+`Projection(10, 0)` traces: two solves with one factorisation per evaluation.
 
 For this case the jaxpr counts compare the default path (`AutoSolver`, `Projection`) as
 "constrax" with the same field solved by `cx.KKT()` in place of "hand": the guard in
