@@ -120,8 +120,8 @@ def _step(
     mu,
     p,
     mask: np.ndarray,
-):
-    """Core of the vector field and of `accelerations` (a `_Step`)."""
+) -> _Step:
+    """Core of the vector field and of `accelerations`."""
     L = prescription.effective_lagrangian(system, mu, p)
     if mask.shape[0] == 0:
         stabilisation = None  # nothing to project or relax
