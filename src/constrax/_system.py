@@ -195,8 +195,9 @@ def constraint_row_counts(system: System, t, q, qd, p) -> tuple[int, ...]:
 
 
 def _row_layout(system: System, t, q, qd, p) -> tuple[tuple[int, int], ...]:
-    """`(k, h)` per constraint, after the checks of `constraint_row_counts`: its `k` rows,
-    of which the first `h` have a position level (all of a holonomic constraint's)."""
+    """`(k, h)` per constraint — its `k` rows, of which the first `h` have a position level
+    (all of a holonomic constraint's) — from the trace-time shape checks of every user
+    function (`jax.eval_shape`); `row_layout` is its public form."""
     n = q.shape[0]
     shape = _shape("the Lagrangian L(t, q, qd, p)", system.lagrangian, t, q, qd, p)
     if shape != ():
