@@ -2,13 +2,23 @@
 optimisation through `cx.simulate` (docs/concepts/gradients.md)."""
 
 from ._checkpoint import load_checkpoint as load_checkpoint, save_checkpoint as save_checkpoint
+from ._collocation import (
+    AbstractTranscription as AbstractTranscription,
+    HermiteSimpson as HermiteSimpson,
+)
 from ._controls import AbstractControl as AbstractControl, PiecewiseLinear as PiecewiseLinear
 from ._identify import (
     IdentificationProblem as IdentificationProblem,
     Uncertainty as Uncertainty,
     uncertainty as uncertainty,
 )
+from ._ipopt import IPOPT as IPOPT
 from ._observations import Observations as Observations
+from ._ocp import OptimalControlProblem as OptimalControlProblem
+from ._optimal_control import (
+    OptimalControlSolution as OptimalControlSolution,
+    solve_optimal_control as solve_optimal_control,
+)
 from ._problem import AbstractProblem as AbstractProblem, default_adjoint as default_adjoint
 from ._shooting import (
     AbstractShooting as AbstractShooting,

@@ -1,0 +1,367 @@
+r"""`solve_optimal_control`: transcribe an `OptimalControlProblem`, solve the nonlinear
+program, and report honestly what was reached (docs page "Trajectory optimisation")."""
+
+from collections.abc import Callable
+
+import diffrax
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from .._custom_types import Params
+from .._simulate import Trajectory, simulate
+from .._system import System
+from ._collocation import AbstractTranscription, CollocationNLP, HermiteSimpson
+from ._ipopt import IPOPT, _compiled
+from ._ocp import OptimalControlProblem
+
+
+class OptimalControlSolution(eqx.Module):
+    r"""What `solve_optimal_control` returns.
+
+    - `success`: the solver converged **and** the independent check passed: every
+      constraint and bound holds to `violation_tolerance`. Never true at a non-solution.
+    - `status`, `message`: the solver's verdict (e.g. `"solved"`,
+      `"infeasible_problem_detected"`, `"maximum_iterations_exceeded"`).
+    - `iterations`, `objective`.
+    - `constraint_violation`: the largest violation of any constraint or bound;
+      `violated`: the names and values of the worst (at most 5) above the tolerance.
+    - `manifold_violation`: $\max_k |(g, c)(t_k, q_k, \dot q_k)|$ over the nodes.
+    - `terminal_error`: the largest violation at $t_1$ (fixed terminal state and
+      `terminal_constraint`).
+    - `ts` `(N+1,)`, `q`, `qd` `(N+1, n)`, `mu` (vakonomic, else `None`), `u` `(N+1, nu)`:
+      the node values; `t_mid`, `u_mid`: the interval midpoints and their controls.
+    - `t1`: the final time; `params`: the parameter pytree at the solution (optimised
+      parameters in place, the control leaf holding `u[0]`).
+    - `z`, `multipliers`: the decision vector and the constraint multipliers (a warm start
+      for another solve of the same transcription: pass the solution as `guess`).
+    """
+
+    problem: OptimalControlProblem
+    transcription: AbstractTranscription
+    success: bool = eqx.field(static=True)
+    status: str = eqx.field(static=True)
+    message: str = eqx.field(static=True)
+    iterations: int = eqx.field(static=True)
+    objective: float = eqx.field(static=True)
+    constraint_violation: float = eqx.field(static=True)
+    violated: tuple = eqx.field(static=True)
+    manifold_violation: float = eqx.field(static=True)
+    terminal_error: float = eqx.field(static=True)
+    violation_tolerance: float = eqx.field(static=True)
+    ts: Float[Array, " N1"]
+    q: Float[Array, "N1 n"]
+    qd: Float[Array, "N1 n"]
+    mu: Float[Array, "N1 m"] | None
+    u: Float[Array, "N1 nu"]
+    t_mid: Float[Array, " N"]
+    u_mid: Float[Array, "N nu"]
+    t1: Float[Array, ""]
+    params: Params
+    z: np.ndarray
+    multipliers: np.ndarray
+
+    def control(self, t: Float[Array, ""]) -> Float[Array, " nu"]:
+        r"""The transcription's control at time `t`: on each interval the quadratic
+        through $u_k$, $u_{k+1/2}$, $u_{k+1}$ (held at the end values outside
+        $[t_0, t_1]$)."""
+        ts = self.ts
+        N = ts.shape[0] - 1
+        t = jnp.clip(t, ts[0], ts[-1])
+        k = jnp.clip(jnp.searchsorted(ts, t, side="right") - 1, 0, N - 1)
+        s = (t - ts[k]) / (ts[k + 1] - ts[k])
+        a, m, b = self.u[k], self.u_mid[k], self.u[k + 1]
+        # Lagrange basis on s = 0, 1/2, 1.
+        return a * (2 * s - 1) * (s - 1) + m * 4 * s * (1 - s) + b * s * (2 * s - 1)
+
+    def replay(self, ts=None, **simulate_options) -> Trajectory:
+        """`cx.simulate` of the system driven by `control(t)` from the solution's initial
+        state (default tolerances `rtol = atol = 1e-10`, saved at the nodes): what the
+        controls do when applied to the exact dynamics."""
+        pr = self.problem
+        system = pr.system
+        control = self.control
+
+        def force(t, q, qd, p):
+            return system.force(t, q, qd, eqx.tree_at(pr.control, p, control(t)))
+
+        replayed = System(system.lagrangian, system.constraints, force=force)
+        options = dict(
+            stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-10),
+            constraint_solver=pr.constraint_solver,
+            prescription=pr.prescription,
+            max_steps=100_000,
+        )
+        if self.mu is not None:
+            options["mu0"] = self.mu[0]
+        options.update(simulate_options)
+        ts = self.ts if ts is None else jnp.asarray(ts)
+        return simulate(
+            replayed,
+            self.q[0],
+            self.qd[0],
+            self.params,
+            t0=float(self.ts[0]),
+            t1=float(self.t1),
+            saveat=diffrax.SaveAt(ts=ts),
+            **options,
+        )
+
+    def replay_error(self, **simulate_options) -> float:
+        """$\\max_k |(q, \\dot q)_\\text{replay}(t_k) - (q_k, \\dot q_k)|$ over the nodes."""
+        traj = self.replay(**simulate_options)
+        err = jnp.concatenate([traj.q - self.q, traj.qd - self.qd], axis=1)
+        return float(jnp.max(jnp.abs(err)))
+
+
+def _interp(t_new, t_old, values):
+    values = np.asarray(values, np.float64)
+    return np.stack([np.interp(t_new, t_old, col) for col in values.T], axis=1)
+
+
+def _guess(nlp: CollocationNLP, guess) -> tuple[np.ndarray, np.ndarray | None]:
+    """The starting decision vector (and multipliers, for a warm start)."""
+    pr, S = nlp.problem, nlp.sizes
+    N, n, s, nu = S.N, pr.n, S.s, S.nu
+    taus = nlp.taus()
+    t1 = float(pr.t1)
+    t_nodes = pr.t0 + taus * (t1 - pr.t0)
+    t_mid = 0.5 * (t_nodes[:-1] + t_nodes[1:])
+    if isinstance(guess, OptimalControlSolution):
+        if guess.z.shape == (nlp.layout.nz,) and guess.transcription == HermiteSimpson(N):
+            return np.asarray(guess.z), np.asarray(guess.multipliers)
+        ts = np.asarray(guess.ts)
+        t_old = np.concatenate([ts, np.asarray(guess.t_mid)])
+        order = np.argsort(t_old)
+        X = np.concatenate([np.asarray(guess.q), np.asarray(guess.qd)], axis=1)
+        if guess.mu is not None:
+            X = np.concatenate([X, np.asarray(guess.mu)], axis=1)
+        scale = (t1 - pr.t0) / (float(guess.t1) - pr.t0)
+        t_old = pr.t0 + (t_old - pr.t0) * scale
+        Uall = np.concatenate([np.asarray(guess.u), np.asarray(guess.u_mid)])[order]
+        t_old = t_old[order]
+        Xn, Xm = _interp(t_nodes, ts * scale, X), _interp(t_mid, ts * scale, X)
+        Un, Um = _interp(t_nodes, t_old, Uall), _interp(t_mid, t_old, Uall)
+        return nlp.pack(Xn, Xm, Un, Um), None
+    if isinstance(guess, Trajectory):
+        ts = np.asarray(guess.ts)
+        X = np.concatenate([np.asarray(guess.q), np.asarray(guess.qd)], axis=1)
+        if s > 2 * n:
+            mu = np.zeros((ts.shape[0], s - 2 * n)) if guess.mu is None else np.asarray(guess.mu)
+            X = np.concatenate([X, mu], axis=1)
+        Xn, Xm = _interp(t_nodes, ts, X), _interp(t_mid, ts, X)
+        Un, Um = np.zeros((N + 1, nu)), np.zeros((N, nu))
+        return nlp.pack(Xn, Xm, Un, Um), None
+    if callable(guess):
+        parts = [tuple(np.asarray(a, np.float64) for a in guess(t)) for t in t_nodes]
+        mids = [tuple(np.asarray(a, np.float64) for a in guess(t)) for t in t_mid]
+        for name, rows in (("node", parts), ("midpoint", mids)):
+            if any(len(r) != 3 for r in rows):
+                raise ValueError("`guess(t)` must return (q, qd, u)")
+            shapes = {tuple(a.shape for a in r) for r in rows}
+            if shapes != {((n,), (n,), (nu,))}:
+                raise ValueError(
+                    f"`guess(t)` must return q ({n},), qd ({n},), u ({nu},); got shapes "
+                    f"{sorted(shapes)} at the {name} times"
+                )
+        stack = lambda rows, i: np.stack([r[i] for r in rows])
+        pad = lambda X, k: np.concatenate([X, np.zeros((k, s - 2 * n))], axis=1)
+        Xn = pad(np.concatenate([stack(parts, 0), stack(parts, 1)], axis=1), N + 1)
+        Xm = pad(np.concatenate([stack(mids, 0), stack(mids, 1)], axis=1), N)
+        return nlp.pack(Xn, Xm, stack(parts, 2), stack(mids, 2)), None
+    if guess is not None:
+        raise TypeError(
+            "`guess` must be None (linear interpolation between the fixed initial and "
+            "terminal states), a cx.Trajectory, a previous OptimalControlSolution or a "
+            f"function t -> (q, qd, u); got {type(guess).__name__}"
+        )
+    # Linear interpolation between the fixed end states (constant where one is free).
+    ends = []
+    for a, b in ((pr.q0, pr.q1), (pr.qd0, pr.qd1)):
+        a = b if a is None else a
+        b = a if b is None else b
+        a = np.zeros(n) if a is None else np.asarray(a)
+        b = np.zeros(n) if b is None else np.asarray(b)
+        ends.append((a, b))
+
+    def at(tau):
+        x = [a + np.outer(tau, b - a) for a, b in ends]
+        x.append(np.zeros((tau.shape[0], s - 2 * n)))
+        if pr.mu0 is not None:
+            x[-1][:] = np.asarray(pr.mu0)
+        return np.concatenate(x, axis=1)
+
+    u0 = np.asarray(pr.control(pr.params), np.float64)
+    Un, Um = np.tile(u0, (N + 1, 1)), np.tile(u0, (N, 1))
+    return nlp.pack(at(taus), at(0.5 * (taus[:-1] + taus[1:])), Un, Um), None
+
+
+def _perturbed(nlp: CollocationNLP, z: np.ndarray, size: float, seed: int) -> np.ndarray:
+    """`z` with its states and controls moved by `size` times a seeded standard normal
+    (relative to each variable's magnitude, at least `size`), kept within the bounds."""
+    if size == 0.0:
+        return z
+    L = nlp.layout
+    rng = np.random.default_rng(seed)
+    moved = np.zeros(L.nz, bool)
+    moved[: L.offsets["V"]] = True  # states and controls, not nu or shared variables
+    dz = size * np.maximum(1.0, np.abs(z)) * rng.standard_normal(L.nz)
+    lo, hi = nlp.variable_bounds()
+    return np.where(moved, np.clip(z + dz, lo, hi), z)
+
+
+def _violations(nlp: CollocationNLP, z: np.ndarray, c: np.ndarray):
+    lo, hi = nlp.variable_bounds()
+    cl, cu = nlp.constraint_bounds()
+    vc = np.maximum(np.maximum(cl - c, c - cu), 0.0)
+    vz = np.maximum(np.maximum(lo - z, z - hi), 0.0)
+    return vc, vz
+
+
+def solve_optimal_control(
+    problem: OptimalControlProblem,
+    guess=None,
+    *,
+    transcription: AbstractTranscription = HermiteSimpson(),
+    solver: IPOPT = IPOPT(),
+    violation_tolerance: float = 1e-8,
+    jitter: float = 1e-2,
+    starts: int = 1,
+    seed: int = 0,
+    progress: bool = False,
+    callback: Callable[[int, float, float], bool | None] | None = None,
+) -> OptimalControlSolution:
+    r"""Solve a trajectory optimisation problem by direct collocation and an NLP solver.
+
+    **Arguments:**
+
+    - `problem`: a `cx.fit.OptimalControlProblem`.
+    - `guess`: the starting point: `None` (linear interpolation between the fixed initial
+      and terminal states, the control at its value in `problem.params`), a `cx.Trajectory`
+      (e.g. a `cx.simulate` of a hand-made control), a previous `OptimalControlSolution`
+      (a warm start with its multipliers when the transcription is the same, else
+      resampled; nothing is recompiled), or a function `t -> (q, qd, u)`.
+    - `transcription`: `cx.fit.HermiteSimpson(intervals=50)` (default).
+    - `solver`: `cx.fit.IPOPT()` (default).
+    - `jitter`: the default guess (`guess=None`) is moved by this relative amount of
+      seeded noise (states and controls): a symmetric guess such as a straight line of a
+      nonholonomic vehicle is a point where the linearised constraints give no control
+      authority (the knife edge cannot move sideways to first order), a stationary point
+      of the infeasibility from which no Newton-type solver moves. `0` keeps it exact.
+    - `starts`: solve from this many guesses (the first as above, the others perturbed
+      by `jitter` with seeds `seed + 1, ...`, at least `1e-2`) and return the best
+      successful solution (or the least infeasible one); compiled once for all.
+    - `violation_tolerance`: the largest constraint or bound violation a solution may
+      leave to be reported as `success` (default `1e-8`).
+    - `progress`: a progress bar over the iterations (tqdm).
+    - `callback(iteration, objective, infeasibility)`: called every iteration; return
+      `True` to stop.
+
+    **Returns:** an `OptimalControlSolution` (`success`, `status`, the trajectory, the
+    violations, `replay()`).
+
+    **Example:**
+
+    ```python
+    sol = cx.fit.solve_optimal_control(problem, transcription=cx.fit.HermiteSimpson(40))
+    sol.success, sol.objective, sol.constraint_violation
+    traj = sol.replay()           # the controls applied to the exact dynamics
+    ```
+    """
+    if not isinstance(problem, OptimalControlProblem):
+        raise TypeError(f"`problem` must be a cx.fit.OptimalControlProblem, got {problem!r}")
+    if not isinstance(transcription, AbstractTranscription):
+        raise TypeError(
+            f"`transcription` must be e.g. cx.fit.HermiteSimpson(50), got {transcription!r}"
+        )
+    if not isinstance(solver, IPOPT):
+        raise TypeError(f"`solver` must be cx.fit.IPOPT(...), got {solver!r}")
+    if not isinstance(starts, int) or starts < 1:
+        raise ValueError(f"`starts` must be a positive int, got {starts!r}")
+    if not (isinstance(jitter, int | float) and jitter >= 0):
+        raise ValueError(f"`jitter` must be a number >= 0, got {jitter!r}")
+    nlp = transcription.nlp(problem)
+    z0, lam0 = _guess(nlp, guess)
+    if not np.all(np.isfinite(z0)):
+        names = nlp.variable_names()
+        bad = [names[i] for i in np.flatnonzero(~np.isfinite(z0))[:5]]
+        raise ValueError(f"`guess` holds non-finite values at {', '.join(bad)}")
+    if guess is None:
+        z0 = _perturbed(nlp, z0, float(jitter), seed)
+    best = None
+    for i in range(starts):
+        zi = z0 if i == 0 else _perturbed(nlp, z0, max(float(jitter), 1e-2), seed + i)
+        sol = _solution(
+            problem,
+            transcription,
+            nlp,
+            solver.minimise(
+                nlp, zi, progress=progress, callback=callback, multipliers0=lam0 if i == 0 else None
+            ),
+            violation_tolerance,
+        )
+        rank = (not sol.success, sol.constraint_violation if not sol.success else sol.objective)
+        if best is None or rank < best[0]:
+            best = (rank, sol)
+    return best[1]
+
+
+def _solution(problem, transcription, nlp, res, violation_tolerance) -> OptimalControlSolution:
+    fns = _compiled(nlp, np.asarray(problem.t1).dtype)
+    z = res.z
+    c = np.asarray(fns.constraints(z))
+    objective = float(fns.objective(z))
+    vc, vz = _violations(nlp, z, c)
+    worst = float(max(vc.max(initial=0.0), vz.max(initial=0.0)))
+    cn, vn = nlp.constraint_names(), nlp.variable_names()
+    items = [(vc[i], cn[i]) for i in np.argsort(-vc)[:5] if vc[i] > violation_tolerance]
+    items += [(vz[i], f"bound on {vn[i]}") for i in np.argsort(-vz)[:5] if vz[i] > 0]
+    violated = tuple(f"{name}: {v:.3g}" for v, name in sorted(items, reverse=True)[:5])
+    parts = nlp.unpack(jnp.asarray(z))
+    X, U, shared = (np.asarray(parts[k]) for k in ("X", "U", "shared"))
+    n = problem.n
+    S, L = nlp.sizes, nlp.layout
+    # Manifold violation at the nodes: the manifold rows of each interval (node k+1), and
+    # node 0 (fixed, checked at construction, or a row of the boundary block).
+    R = L.interval_rows
+    man = c[: S.N * R].reshape(S.N, R)[:, 2 * S.s : 2 * S.s + S.r]
+    man_all = [np.abs(man).ravel()]
+    if S.r0:
+        start = S.N * R + S.nterm + S.npath
+        man_all.append(np.abs(c[start : start + S.r0]))
+    manifold = float(np.concatenate(man_all).max(initial=0.0))
+    term = [np.abs(c[S.N * R : S.N * R + S.nterm])]
+    for value, sl in ((problem.q1, slice(0, n)), (problem.qd1, slice(n, 2 * n))):
+        if value is not None:
+            term.append(np.abs(X[-1, sl] - np.asarray(value)))
+    terminal = float(np.concatenate(term).max(initial=0.0))
+    t1 = nlp.final_time(jnp.asarray(shared))
+    ts = problem.t0 + jnp.asarray(nlp.taus()) * (t1 - problem.t0)
+    params = problem.params_at(nlp.parameters(jnp.asarray(shared)), jnp.asarray(U[0]))
+    success = bool(res.solved and worst <= violation_tolerance and np.isfinite(objective))
+    return OptimalControlSolution(
+        problem=problem,
+        transcription=transcription,
+        success=success,
+        status=res.status,
+        message=res.message,
+        iterations=res.iterations,
+        objective=objective,
+        constraint_violation=worst,
+        violated=violated,
+        manifold_violation=manifold,
+        terminal_error=terminal,
+        violation_tolerance=float(violation_tolerance),
+        ts=ts,
+        q=jnp.asarray(X[:, :n]),
+        qd=jnp.asarray(X[:, n : 2 * n]),
+        mu=jnp.asarray(X[:, 2 * n :]) if problem.prescription.multiplier_state else None,
+        u=jnp.asarray(U),
+        t_mid=0.5 * (ts[:-1] + ts[1:]),
+        u_mid=parts["Um"],
+        t1=jnp.asarray(t1),
+        params=params,
+        z=z,
+        multipliers=res.multipliers,
+    )
