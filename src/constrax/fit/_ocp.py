@@ -207,7 +207,8 @@ class OptimalControlProblem(eqx.Module):
             )
         nu = int(np.shape(u)[0])
         # The state at which shapes are checked: q0 if given, else q1, else needs one.
-        ref = next((x for x in (q0, q1, qd0, qd1) if x is not None), None)
+        given = [(k, x) for k, x in (("q0", q0), ("q1", q1), ("qd0", qd0), ("qd1", qd1))]
+        ref_name, ref = next(((k, x) for k, x in given if x is not None), (None, None))
         if ref is None:
             raise ValueError("give the initial state `q0`, `qd0` (or at least one of q0/q1)")
         ref = jnp.asarray(ref)
@@ -220,7 +221,9 @@ class OptimalControlProblem(eqx.Module):
             if x is not None:
                 x = jnp.asarray(x, dtype=dtype)
                 if x.shape != (n,):
-                    raise ValueError(f"`{name}` must have shape (n,) = ({n},), got {x.shape}")
+                    raise ValueError(
+                        f"`{name}` must have shape (n,) = ({n},) like `{ref_name}`, got {x.shape}"
+                    )
                 if not bool(jnp.all(jnp.isfinite(x))):
                     raise ValueError(f"`{name}` holds non-finite values: {x}")
             states[name] = x
