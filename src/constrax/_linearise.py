@@ -59,6 +59,7 @@ from ._system import (
     row_layout,
     stacked_residual,
 )
+from .fit._controls import AbstractControl
 
 ControlWhere = Callable[[Params], Array]
 """`where(p)`: locates the control leaf `u` in the parameters, e.g. `lambda p: p["u"]`."""
@@ -659,7 +660,8 @@ class _ClosedLoopForce(eqx.Module):
 
     def __call__(self, t, q, qd, p):
         policy = self.control(p)
-        u = jnp.asarray(policy(t, q, qd))
+        u = policy(t) if isinstance(policy, AbstractControl) else policy(t, q, qd)
+        u = jnp.asarray(u)
         return self.force(t, q, qd, eqx.tree_at(self.control, p, u))
 
 
@@ -670,8 +672,11 @@ def closed_loop(system: System, control: ControlWhere) -> System:
 
     So one `System`, whose force reads a control array `p["u"]`, serves `linearise` and
     `tvlqr` (with an array there) and `cx.simulate` (with a policy there: an
-    `LQRFeedback`, or any `(t, q, qd) -> u`, e.g. an open-loop `lambda t, q, qd: u(t)`).
-    Gradients with respect to the policy's arrays flow like those of any parameter.
+    `LQRFeedback`, an open-loop `cx.fit.PiecewiseLinear` or other
+    `cx.fit.AbstractControl`, called as `u(t)`, or any equinox Module called as
+    `policy(t, q, qd)`). The policy is data in `p` — a pytree of arrays, so a plain Python
+    function does not fit there. Gradients with respect to the policy's arrays flow like
+    those of any parameter.
 
     **Arguments:** `system` (with a force), `control` the `where(p)` of the control.
 
@@ -684,7 +689,7 @@ def closed_loop(system: System, control: ControlWhere) -> System:
         return p["u"][0] * jnp.stack([jnp.cos(q[2]), jnp.sin(q[2]), 0.0 * q[2]])
     sys_u = cx.System(system.lagrangian, system.constraints, force=pushed)
     driven = cx.closed_loop(sys_u, lambda p: p["u"])
-    p_open = {**p, "u": lambda t, q, qd: jnp.array([0.1 * t])}
+    p_open = {**p, "u": cx.fit.PiecewiseLinear(jnp.array([[0.0], [1.0]]), 0.0, 1.0)}
     driven.force(0.0, q, qd, p_open)            # the push at t = 0: zero
     ```
     """
