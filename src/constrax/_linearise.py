@@ -75,7 +75,9 @@ class IllConditionedWarning(UserWarning):
 
     ```python
     import warnings
-    warnings.simplefilter("error", cx.IllConditionedWarning)  # make it an error
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cx.IllConditionedWarning)  # make it an error here
+        cx.eigenvalues(jnp.array([[-1.0, 0.0], [0.0, -2.0]]))    # well-conditioned: fine
     ```
     """
 
