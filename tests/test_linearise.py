@@ -264,6 +264,7 @@ def test_linearise_under_jit_and_vmap_matches_eager():
             np.testing.assert_allclose(c, a, rtol=1e-12, atol=1e-13)
 
 
+@pytest.mark.slow
 def test_gradient_through_linearise_matches_finite_differences():
     """A scalar independent of the tangent basis, tr A + tr(A A^T), differentiated with
     respect to a parameter and a coordinate (the SVD basis itself has no derivative)."""

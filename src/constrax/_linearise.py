@@ -285,9 +285,9 @@ def linearise(
     t = as_time(t, q)
     n = q.shape[0]
     cyc = _check_cyclic(cyclic, n)
-    layout = row_layout(system, t, q, qd, p)
     where = "constrax.linearise"
     u = _control_value(control, p, where)
+    layout = row_layout(system, t, q, qd, p)
     t = check_finite(t, "t", where)
     q = check_finite(q, "q", where)
     qd = check_finite(qd, "qd", where)
