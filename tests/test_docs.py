@@ -308,7 +308,7 @@ def test_site_opened_from_the_file_system_typesets_its_math(built_site, tmp_path
 _SLOW_EXAMPLE = re.compile(
     r"simulate|rollout_batch|sharded_vmap|compare_prescriptions|fit\.solve|uncertainty"
     r"|accelerations|is_integrable|distribution_fields|accessibility_rank|singular_config"
-    r"|consistent_initial_state|reaction_power|frobenius_residual|primary_constraint"
+    r"|consistent_initial_state|reaction_power|frobenius_residual|primary_constraint|tvlqr"
 )
 
 

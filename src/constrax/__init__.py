@@ -55,6 +55,16 @@ from ._geometry import (
     lie_bracket as lie_bracket,
 )
 from ._impulse import ImpulsiveJump as ImpulsiveJump, impulsive_jump as impulsive_jump
+from ._linearise import (
+    Eigenvalues as Eigenvalues,
+    IllConditionedWarning as IllConditionedWarning,
+    Linearisation as Linearisation,
+    LQRFeedback as LQRFeedback,
+    closed_loop as closed_loop,
+    eigenvalues as eigenvalues,
+    linearise as linearise,
+    tvlqr as tvlqr,
+)
 from ._prescriptions import (
     AbstractPrescription as AbstractPrescription,
     DAlembert as DAlembert,
