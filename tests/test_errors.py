@@ -335,9 +335,11 @@ def test_initial_state_off_a_constraint_names_the_row_with_every_solver(solver):
     # KKT and AutoSolver check the rows together with the mass matrix on ker A (one trace
     # of the rows for A and c); UdwadiaKalaba checks the rows alone.
     fn = jax.jit(
-        lambda q0, qd0: cx.simulate(
-            PENDULUM, q0, qd0, P, t1=0.01, max_steps=MAX_STEPS, constraint_solver=solver
-        ).q
+        lambda q0, qd0: (
+            cx.simulate(
+                PENDULUM, q0, qd0, P, t1=0.01, max_steps=MAX_STEPS, constraint_solver=solver
+            ).q
+        )
     )
     with pytest.raises(RUNTIME, match=r"violates constraint row rod\[0\]"):
         jax.block_until_ready(fn(Q0, QD0 + jnp.array([0.06, 0.08])))  # radial velocity
