@@ -177,6 +177,41 @@ def test_site_builds_strictly_with_every_api_page(built_site):
         assert f.stat().st_size < 2 * 2**20, f
 
 
+def _pyproject_version() -> str:
+    project = (ROOT / "pyproject.toml").read_text().split("[project]", 1)[1]
+    return re.search(r'^version\s*=\s*"([^"]+)"', project, flags=re.M).group(1)
+
+
+def test_site_shows_version_and_licence_and_whole_signatures(built_site):
+    """The header and titles carry the version of pyproject.toml, the footer the licence;
+    a long signature is formatted one parameter a line, none left out."""
+    import html
+    import inspect
+
+    import constrax as cx
+
+    version = _pyproject_version()
+    index = (built_site / "index.html").read_text()
+    assert f"<title>constrax {version}</title>" in index
+    assert re.search(rf"constrax {re.escape(version)} · Apache-2.0", index)
+    page = (built_site / "api" / "simulate" / "index.html").read_text()
+    start = page.index('id="constrax.simulate"')
+    sig = page[page.index("doc-signature", start) :]
+    sig = html.unescape(re.sub(r"<[^>]+>", "", sig[: sig.index("</code>")]))
+    for name in inspect.signature(cx.simulate).parameters:
+        assert re.search(rf"^\s+{name}\b", sig, flags=re.M), f"{name} not on a line of its own"
+    assert ") -> Trajectory" in sig
+    assert max(len(line) for line in sig.splitlines()) <= 90, sig
+
+
+def test_changelog_and_citation_name_the_current_version():
+    version = _pyproject_version()
+    citation = (ROOT / "CITATION.cff").read_text()
+    assert "cff-version: 1.2.0" in citation and f"version: {version}" in citation
+    assert "license: Apache-2.0" in citation and "title: constrax" in citation
+    assert "## [Unreleased]" in (ROOT / "CHANGELOG.md").read_text()
+
+
 @pytest.mark.parametrize(
     "page, culprit",
     [
