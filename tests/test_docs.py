@@ -568,6 +568,28 @@ def test_every_top_level_function_has_a_runnable_example():
     assert not missing, f"public functions without a ```python example: {missing}"
 
 
+def test_sharp_bits_quote_the_messages_the_library_raises():
+    """Each constrax message quoted on the sharp-bits page (a ```text block) is the start of
+    a message the library raises, word for word."""
+    from constrax import _checks, _simulate, _solve
+
+    norm = lambda s: re.sub(r"\s+", " ", s).strip()
+    messages = [
+        norm(m)
+        for m in (_solve._SINGULAR_KKT, _simulate._MAX_STEPS, _simulate._INCONSISTENT)
+        + (_checks._FORWARD_HINT,)
+    ]
+    page = (DOCS / "sharp-bits.md").read_text()
+    quoted = [
+        norm(block.split("Error: ", 1)[1]).removesuffix("...").strip()
+        for block in re.findall(r"```text\n(.*?)```", page, flags=re.S)
+        if "Error: constrax" in block
+    ]
+    assert len(quoted) >= 4
+    for q in quoted:
+        assert any(m.startswith(q) for m in messages), f"not a message of constrax: {q!r}"
+
+
 # Pages whose snippets cannot run in this process, and what tests them instead.
 _NOT_RUNNABLE_HERE = {
     # jax.distributed.initialize must precede every JAX call: tests/test_distributed.py
