@@ -18,6 +18,7 @@ import dataclasses
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -545,10 +546,19 @@ def write_json(path: str, obj) -> None:
         fh.write("\n")
 
 
+def md_cell(value) -> str:
+    """`value` as the text of one Markdown table cell. A `|` in it (`max |a − b|`) would end
+    the cell, and a header row with one cell too many is no table at all: outside code spans
+    it is escaped (`\\|`, rendered as `|`); inside one the table parser leaves it alone, and
+    an escape would show."""
+    parts = re.split(r"(`[^`]*`)", str(value).replace("\n", " "))
+    return "".join(p if p.startswith("`") else re.sub(r"(?<!\\)\|", r"\\|", p) for p in parts)
+
+
 def md_table(header: list[str], rows: list[list]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return lines
+    """A Markdown table, every cell of the header and the rows through `md_cell`."""
+    line = lambda cells: "| " + " | ".join(md_cell(c) for c in cells) + " |"
+    return [line(header), "|" + "---|" * len(header), *(line(row) for row in rows)]
 
 
 def ms(x: float) -> str:

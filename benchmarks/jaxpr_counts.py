@@ -99,7 +99,6 @@ def main(argv=None) -> dict:
 def markdown(res: dict) -> str:
     """The counts as a markdown table: constrax / hand-written and their ratio."""
     measures = ("vf", "vf_vjp", "vf_live", "acc", "acc_vjp")
-    head = "| case | " + " | ".join(measures) + " |\n|---|" + "---|" * len(measures) + "\n"
     rows = []
     for name, c in res["cases"].items():
         cells = []
@@ -109,13 +108,13 @@ def markdown(res: dict) -> str:
                 cells.append(f"{a} / {b} ({a / b:.1f}x)")
             else:
                 cells.append("—")
-        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+        rows.append([name, *cells])
     v = res["versions"]
     foot = (
         f"\nconstrax / hand-written jaxpr equations. {res['date_utc']}, jax {v['jax']}, "
         f"diffrax {v['diffrax']}, equinox {v['equinox']}.\n"
     )
-    return head + "\n".join(rows) + "\n" + foot
+    return "\n".join(h.md_table(["case", *measures], rows)) + "\n" + foot
 
 
 if __name__ == "__main__":

@@ -177,6 +177,41 @@ def test_site_builds_strictly_with_every_api_page(built_site):
         assert f.stat().st_size < 2 * 2**20, f
 
 
+def _pyproject_version() -> str:
+    project = (ROOT / "pyproject.toml").read_text().split("[project]", 1)[1]
+    return re.search(r'^version\s*=\s*"([^"]+)"', project, flags=re.M).group(1)
+
+
+def test_site_shows_version_and_licence_and_whole_signatures(built_site):
+    """The header and titles carry the version of pyproject.toml, the footer the licence;
+    a long signature is formatted one parameter a line, none left out."""
+    import html
+    import inspect
+
+    import constrax as cx
+
+    version = _pyproject_version()
+    index = (built_site / "index.html").read_text()
+    assert f"<title>constrax {version}</title>" in index
+    assert re.search(rf"constrax {re.escape(version)} · Apache-2.0", index)
+    page = (built_site / "api" / "simulate" / "index.html").read_text()
+    start = page.index('id="constrax.simulate"')
+    sig = page[page.index("doc-signature", start) :]
+    sig = html.unescape(re.sub(r"<[^>]+>", "", sig[: sig.index("</code>")]))
+    for name in inspect.signature(cx.simulate).parameters:
+        assert re.search(rf"^\s+{name}\b", sig, flags=re.M), f"{name} not on a line of its own"
+    assert ") -> Trajectory" in sig
+    assert max(len(line) for line in sig.splitlines()) <= 90, sig
+
+
+def test_changelog_and_citation_name_the_current_version():
+    version = _pyproject_version()
+    citation = (ROOT / "CITATION.cff").read_text()
+    assert "cff-version: 1.2.0" in citation and f"version: {version}" in citation
+    assert "license: Apache-2.0" in citation and "title: constrax" in citation
+    assert "## [Unreleased]" in (ROOT / "CHANGELOG.md").read_text()
+
+
 @pytest.mark.parametrize(
     "page, culprit",
     [
@@ -229,7 +264,9 @@ def _chromium():
     return None
 
 
-def _dump_dom(browser: str, url: str, profile: pathlib.Path) -> str:
+def _dump_dom(browser: str, url: str, profile: pathlib.Path, budget_ms: int = 10000) -> str:
+    """The DOM of `url` after its scripts ran (`budget_ms` of virtual time), from one
+    headless Chromium process."""
     args = [
         browser,
         "--headless",
@@ -240,11 +277,11 @@ def _dump_dom(browser: str, url: str, profile: pathlib.Path) -> str:
         "--disable-sync",
         "--no-first-run",
         f"--user-data-dir={profile}",
-        "--virtual-time-budget=10000",
+        f"--virtual-time-budget={budget_ms}",
         "--dump-dom",
         url,
     ]
-    result = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
 
@@ -257,14 +294,145 @@ def served_site(built_site):
     import http.server
     import threading
 
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(built_site))
-    handler.log_message = lambda *args: None
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    handler = functools.partial(Quiet, directory=str(built_site))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
+
+
+# TeX left as text: a dollar sign in the prose (outside code blocks and typeset formulas) is
+# a formula the Markdown did not hand to KaTeX (`$...\\command...$`, `$6 - $`), or one KaTeX
+# was not run on (a notebook's `$...$`); `\\(`, `\\[` are arithmatex delimiters left
+# unrendered. A Markdown table the parser did not recognise shows its `|---|` rule.
+_RAW_TEX = re.compile(r".{0,30}(?:\$|\\\(|\\\[).{0,30}")
+_RAW_TABLE = re.compile(r"\|\s*:?-{3,}:?\s*\|")
+
+
+def math_problems(page: str, n_katex: int, errors: list[str], text: str) -> list[str]:
+    """What is wrong with the maths and tables of one rendered page, from its DOM after the
+    scripts ran: `n_katex` typeset formulas, the KaTeX errors' messages, and the page's
+    visible text outside code blocks and typeset formulas."""
+    problems = [f"{page}: KaTeX error: {e}" for e in errors]
+    if page.startswith("notebooks/") and n_katex == 0:
+        problems.append(f"{page}: no typeset maths in a tutorial")
+    raw = dict.fromkeys(m.strip() for m in _RAW_TEX.findall(text))
+    problems += [f"{page}: untypeset TeX in {r!r}" for r in raw]
+    if _RAW_TABLE.search(text):
+        problems.append(f"{page}: a Markdown table left as text")
+    return problems
+
+
+def test_math_checker_names_the_page_and_the_formula():
+    assert math_problems("api/x/", 3, [], "the norm is small") == []
+    assert math_problems("api/x/", 3, ["ParseError: x"], "") == [
+        "api/x/: KaTeX error: ParseError: x"
+    ]
+    assert math_problems("rigid/", 1, [], r"the rows $(u_j\times\Delta_j)$ are") == [
+        r"rigid/: untypeset TeX in 'the rows $(u_j\\times\\Delta_j)$ are'"
+    ]
+    assert math_problems("a/", 1, [], "dimension: $6 - $ rank") == [
+        "a/: untypeset TeX in 'dimension: $6 - $ rank'"
+    ]
+    assert math_problems("a/", 1, [], r"raw \(x\)") == [r"a/: untypeset TeX in 'raw \\(x\\)'"]
+    assert math_problems("notebooks/n/", 0, [], "") == [
+        "notebooks/n/: no typeset maths in a tutorial"
+    ]
+    assert math_problems("b/", 1, [], "| a | b |\n|---|---|\n| 1 | 2 |") == [
+        "b/: a Markdown table left as text"
+    ]
+
+
+# The driver: one page of the served site that loads every other page in turn in an
+# iframe (same origin, so it can read the DOM after the page's own scripts ran) and writes
+# what it found as JSON. One browser process for the whole site.
+_DRIVER = """<!doctype html><html><body><pre id="result">pending</pre>
+<iframe id="frame" style="width:1200px;height:900px"></iframe>
+<script>
+const PAGES = %s;
+const SKIP = "pre, code, script, style, textarea, .katex, .katex-display, .katex-error";
+const frame = document.getElementById("frame");
+const out = {};
+function inspect(page) {
+  const doc = frame.contentDocument;
+  const errors = [...doc.querySelectorAll(".katex-error")].map(
+    (e) => (e.getAttribute("title") || "") + " in " + e.textContent.slice(0, 200));
+  const clone = doc.body.cloneNode(true);  // navigation and table of contents included
+  clone.querySelectorAll(SKIP).forEach((e) => e.remove());
+  out[page] = {n_katex: doc.querySelectorAll(".katex").length, errors: errors,
+               text: clone.textContent, title: doc.title};
+}
+function next(i) {
+  if (i === PAGES.length) {
+    document.getElementById("result").textContent = JSON.stringify(out);
+    return;
+  }
+  let done = false;
+  const finish = () => { if (!done) { done = true; inspect(PAGES[i]); next(i + 1); } };
+  // The page's scripts typeset on load; give them a moment of (virtual) time.
+  frame.onload = () => setTimeout(finish, 300);
+  setTimeout(finish, 15000);
+  frame.src = PAGES[i];
+}
+next(0);
+</script></body></html>
+"""
+
+
+def _site_pages(site: pathlib.Path) -> list[str]:
+    """Every page of the built site as its URL path (`""` for the landing page)."""
+    pages = [p.parent.relative_to(site).as_posix() + "/" for p in site.rglob("index.html")]
+    return sorted("" if p == "./" else p for p in pages)
+
+
+@pytest.fixture(scope="module")
+def rendered_pages(built_site, served_site, tmp_path_factory):
+    """`{page: {"n_katex", "errors", "text", "title"}}` for every page of the site, read
+    from the DOM after its scripts ran in headless Chromium. Needs Chromium (Debian:
+    `apt-get install -y chromium`); skipped without it."""
+    import html
+    import json
+
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("no chromium installed")
+    pages = _site_pages(built_site)
+    driver = built_site / "_math_check.html"
+    driver.write_text(_DRIVER % json.dumps(["/" + p for p in pages]))
+    profile = tmp_path_factory.mktemp("profile")
+    dom = _dump_dom(browser, f"{served_site}/_math_check.html", profile, budget_ms=600_000)
+    match = re.search(r'<pre id="result">(.*?)</pre>', dom, flags=re.S)
+    assert match and match.group(1) != "pending", "the driver page did not finish"
+    found = json.loads(html.unescape(match.group(1)))
+    return {p: found["/" + p] for p in pages}
+
+
+def test_every_page_typesets_its_math_in_headless_chromium(rendered_pages):
+    """Every page of the built site, tutorials and API pages included, served over HTTP:
+    no KaTeX error and no TeX left as text outside code blocks."""
+    assert len(rendered_pages) > 40 and "notebooks/01_first_system/" in rendered_pages
+    problems = []
+    for page, r in rendered_pages.items():
+        assert "constrax" in r["title"], f"{page or 'index'}: not loaded ({r['title']!r})"
+        problems += math_problems(page or "index", r["n_katex"], r["errors"], r["text"])
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    "page, minimum",
+    [("", 1), ("concepts/prescriptions/", 5), ("api/system/", 5), ("benchmarks/", 5)]
+    + [(f"notebooks/{n}/", 5) for n in ("01_first_system", "02_dalembert_vs_vakonomic")]
+    + [("notebooks/03_fitting_parameters/", 1)],
+)
+def test_pages_with_math_typeset_it(rendered_pages, page, minimum):
+    n = rendered_pages[page]["n_katex"]
+    assert n >= minimum, f"{page or 'index'}: math not typeset ({n} KaTeX elements)"
 
 
 def _assert_math_typeset(dom: str, page: str, minimum: int = 5):
@@ -276,18 +444,6 @@ def _assert_math_typeset(dom: str, page: str, minimum: int = 5):
     text = re.sub(r"<(script|style)[^>]*>.*?</\1>", "", text, flags=re.S)
     text = re.sub(r"<[^>]+>", "", text)
     assert "\\(" not in text and "\\[" not in text, f"{page}: raw math delimiters remain"
-
-
-@pytest.mark.parametrize("page", ["", "concepts/prescriptions/", "api/system/"])
-def test_pages_typeset_their_math_in_headless_chromium(served_site, page, tmp_path):
-    """The landing page, a concept page and an API page, served over HTTP. Needs Chromium
-    (Debian: `apt-get install -y chromium`); skipped without it."""
-    browser = _chromium()
-    if browser is None:
-        pytest.skip("no chromium installed")
-    dom = _dump_dom(browser, f"{served_site}/{page}", tmp_path / "profile")
-    assert "constrax" in dom
-    _assert_math_typeset(dom, page or "index", minimum=1 if page == "" else 5)
 
 
 def test_site_opened_from_the_file_system_typesets_its_math(built_site, tmp_path):
@@ -410,6 +566,28 @@ def test_every_top_level_function_has_a_runnable_example():
         and f"constrax.{n}" not in with_example
     ]
     assert not missing, f"public functions without a ```python example: {missing}"
+
+
+def test_sharp_bits_quote_the_messages_the_library_raises():
+    """Each constrax message quoted on the sharp-bits page (a ```text block) is the start of
+    a message the library raises, word for word."""
+    from constrax import _checks, _simulate, _solve
+
+    norm = lambda s: re.sub(r"\s+", " ", s).strip()
+    messages = [
+        norm(m)
+        for m in (_solve._SINGULAR_KKT, _simulate._MAX_STEPS, _simulate._INCONSISTENT)
+        + (_checks._FORWARD_HINT,)
+    ]
+    page = (DOCS / "sharp-bits.md").read_text()
+    quoted = [
+        norm(block.split("Error: ", 1)[1]).removesuffix("...").strip()
+        for block in re.findall(r"```text\n(.*?)```", page, flags=re.S)
+        if "Error: constrax" in block
+    ]
+    assert len(quoted) >= 4
+    for q in quoted:
+        assert any(m.startswith(q) for m in messages), f"not a message of constrax: {q!r}"
 
 
 # Pages whose snippets cannot run in this process, and what tests them instead.

@@ -59,7 +59,7 @@ class PrimaryConstraintAnalysis(eqx.Module):
     r"""Result of `primary_constraint_analysis`.
 
     - `rows`: the stacked $(\mu_j, 0)$ and $(u_j\times\Delta_j, u_j)$ rows `(k, 6)`.
-    - `rank`: numerical rank of `rows`; `dimension`: $6 - $ rank, the dimension of the
+    - `rank`: numerical rank of `rows`; `dimension`: $6 - \operatorname{rank}$, the dimension of the
       allowable velocities; `expected_dimension`: $\max\{6 - (\tilde n + \tilde m), 0\}$.
     - `degenerate`: `dimension > expected_dimension` (Theorem 4.6).
     - `allowable`: an orthonormal basis `(6, 6)` whose first `dimension` rows span the

@@ -331,7 +331,8 @@ def project_to_so3(M: Float[ArrayLike, "3 3"]) -> Float[Array, "3 3"]:
 
 
 def orthonormality_residual(R: Float[ArrayLike, "*batch 3 3"]) -> Float[Array, "*batch"]:
-    """$\\|R^\\top R - I\\|_\\max$ (zero exactly on $O(3)$)."""
+    r"""$\lVert R^\top R - I\rVert_{\max}$, the largest absolute entry of $R^\top R - I$ (zero
+    exactly on $O(3)$)."""
     R = _as33(R, "R")
     E = jnp.swapaxes(R, -1, -2) @ R - jnp.eye(3, dtype=R.dtype)
     return jnp.max(jnp.abs(E), axis=(-2, -1))

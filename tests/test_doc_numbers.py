@@ -1,0 +1,192 @@
+"""The performance figures quoted in the README and on the docs pages are those of the
+committed benchmark results (`benchmarks/results/*.json`), not stale hand copies.
+
+The benchmarks page includes the full tables from `benchmarks/results/*.md` at build time;
+what is checked here is the prose and the README's summary table, which quote them. Each
+claim is the text a page must contain (whitespace-normalised, so line breaks do not
+matter), formatted from the JSON: a new benchmark run that moves a figure fails here until
+the pages quote the new one. Historical figures (earlier runs, "A → B" of a past change)
+are not checked.
+"""
+
+import json
+import pathlib
+import re
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+RIGID = ("rolling_disk", "turntable")
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    return json.loads((RESULTS / "cpu.json").read_text())["cases"]
+
+
+@pytest.fixture(scope="module")
+def counts():
+    return json.loads((RESULTS / "jaxpr_counts.json").read_text())["cases"]
+
+
+def _f(x: float) -> str:
+    return f"{x:.2f}"
+
+
+def _range(xs) -> str:
+    xs = list(xs)
+    return f"{min(xs):.2f}–{max(xs):.2f}"
+
+
+def _run(c, kind):  # CPU-time ratio constrax / hand-written of a rollout or gradient
+    return c[kind]["run"]["ratio_cpu_min"]
+
+
+def _compile(c, kind):  # total compile CPU-time ratio
+    return c[kind]["compile"]["ratios"]["total_cpu_min"]
+
+
+def _compile_s(c, kind, who, stage="total"):
+    return c[kind]["compile"][who][stage]["cpu_min_s"]
+
+
+def _rollout_cases(cpu):
+    return {n: c for n, c in cpu.items() if "rollout" in c and "gradient" in c}
+
+
+def missing(text: str, claims: list[str]) -> list[str]:
+    """The claims (exact text; whitespace, line breaks included, counts as one space) that
+    `text` lacks."""
+    norm = lambda s: re.sub(r"\s+", " ", s)
+    return [c for c in claims if norm(c) not in norm(text)]
+
+
+def test_missing_names_a_contradicted_figure():
+    page = "compile time:\nrollouts\n1.18–2.16× and 4.2×"
+    assert missing(page, ["rollouts 1.18–2.16×", "4.2×"]) == []
+    assert missing(page, ["rollouts 1.32–2.16×"]) == ["rollouts 1.32–2.16×"]
+
+
+def _readme_rows() -> dict[str, list[str]]:
+    """The README's performance table: `{case: [cells after the case name]}`."""
+    section = (ROOT / "README.md").read_text().split("## Performance", 1)[1].split("\n## ")[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0] not in ("case", "---"):
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_readme_performance_table_is_the_committed_run(cpu):
+    rows = _readme_rows()
+    assert len(rows) >= 5
+    titles = {c["title"]: c for c in _rollout_cases(cpu).values()}
+    aliases = {"nonholonomic particle, vakonomic": "particle vakonomic",
+               "5-link chain, maximal coordinates": "5-link chain, maximal"}  # fmt: skip
+    wrong = []
+    for name, cells in rows.items():
+        c = titles[aliases.get(name, name)]
+        k = c["jaxpr_counts"]
+        a, h = k["constrax"], k["hand"]
+        expected = [
+            _f(_run(c, "rollout")),
+            _f(_run(c, "gradient")),
+            _f(_compile(c, "rollout")),
+            _f(_compile(c, "gradient")),
+            f"{a['vf']} / {h['vf']} ({a['vf_vjp']} / {h['vf_vjp']})",
+        ]
+        for i, (got, want) in enumerate(zip(cells, expected, strict=True)):
+            if not got.startswith(want):
+                wrong.append(f"README {name!r}, column {i + 2}: {got!r}, results say {want!r}")
+    assert not wrong, "\n".join(wrong)
+
+
+def _summary_claims(cpu, counts) -> dict[str, list[str]]:
+    cases = _rollout_cases(cpu)
+    small = [c for n, c in cases.items() if n not in RIGID]
+    disk, turntable = cpu["rolling_disk"], cpu["turntable"]
+    rollouts = [_run(c, "rollout") for n, c in cases.items() if n != "turntable"]
+    batched = [b["run"]["ratio_cpu_min"] for b in cpu["batched"]["batches"].values()]
+    auto = [r["ratio_cpu"]["AutoSolver"] for r in cpu["solvers"]["rows"]]
+    fit = cpu["fit"]["timings"]
+    every_step = ("grad_every_step_over_loss", "problem_grad_over_problem_residuals")
+    fit_every = [fit[f"{k}_ratio_cpu_min"] for k in every_step]
+    back = fit["grad_backsolve_over_loss_ratio_cpu_min"]
+    back_wall = fit["grad_backsolve_over_loss_ratio_min"]
+    live = {n: c["constrax"]["vf_live"] / c["hand"]["vf_live"] for n, c in counts.items()
+            if "vf_live" in c.get("constrax", {})}  # fmt: skip
+    traced = [counts[n]["constrax"]["vf"] / counts[n]["hand"]["vf"] for n in RIGID]
+    rigid_live = {f"{live[n]:.1f}" for n in RIGID}
+    assert len(rigid_live) == 1, "the README quotes one figure for both rigid bodies"
+    small_live = _range_1(live[n] for n in ("snake", "particle_dalembert",
+                                            "particle_vakonomic", "chain_maximal"))  # fmt: skip
+    grad_compile = _range(_compile(c, "gradient") for c in cases.values())
+    disk_s = [_compile_s(disk, "gradient", who) for who in ("constrax", "hand")]
+    disk_xla = [_compile_s(disk, "gradient", who, "xla") for who in ("constrax", "hand")]
+    chain = cpu["chain_maximal"]["rollout"]["run"]
+    return {
+        "README.md": [
+            f"first compile of a gradient costs {grad_compile}×",
+            f"{rigid_live.pop()}× the hand-written ones once the dead code a trace drops is "
+            "removed "
+            f"({min(traced):.1f}–{max(traced):.1f}× as traced)",
+            f"and {disk_s[0]:.1f} s in the last two runs, against 6.9 s and {disk_s[1]:.1f} s",
+            f"{1e3 * chain['hand']['cpu_min_s']:.1f} ms CPU for {1e3 * chain['hand']['min_s']:.1f} "
+            f"ms wall, a wall ratio of {chain['ratio_min']:.2f}",
+            f"`cx.AutoSolver()`, costs {_range(auto)}× `cx.KKT()` on regular states in this run",
+            f"| tilted rolling disk | {_f(_run(disk, 'rollout'))} | {_f(_run(disk, 'gradient'))}"
+            f" | {_f(_compile(disk, 'rollout'))} | {_f(_compile(disk, 'gradient'))} "
+            f"({disk_s[0]:.1f} s vs {disk_s[1]:.1f} s)",
+        ],
+        "docs/benchmarks.md": [
+            f"within {_range(rollouts)}× of the hand-written code in CPU time (the ball on the "
+            f"turntable {_f(_run(turntable, 'rollout'))}×, wall "
+            f"{_f(turntable['rollout']['run']['ratio_min'])}×)",
+            f"their gradients within {_range(_run(c, 'gradient') for c in cases.values())}×",
+            f"the batched snake cart within {_range(batched)}×",
+            f"{_range(_compile(c, 'gradient') for c in small)}× for the small systems' gradients",
+            f"{_range(_compile(cpu[n], 'gradient') for n in RIGID)}× for the 3-D rigid bodies'",
+            f"(the disk's gradient {disk_s[0]:.1f} CPU s against {disk_s[1]:.1f} s, of which XLA "
+            f"{disk_xla[0]:.1f} s against {disk_xla[1]:.1f} s;",
+            f"rollouts {_range(_compile(c, 'rollout') for c in cases.values())}×",
+            f"`cx.AutoSolver()`, costs {_range(auto)}× a `cx.KKT()` solve on regular states",
+            f"costs {_f(fit['grad_over_loss_ratio_cpu_min'])}× the forward loss in CPU time with "
+            f"diffrax's default checkpoints (the hand-written code "
+            f"{_f(fit['hand_grad_over_hand_loss_ratio_cpu_min'])}×) and {_range(fit_every)}× "
+            "with one checkpoint per step, which `cx.fit` uses (the hand-written code "
+            f"{_f(fit['hand_grad_every_step_over_hand_loss_ratio_cpu_min'])}×)",
+            f"about {back_wall:.1f}× in wall time, {back:.1f}× in CPU time",
+            # The traced-size section, from jaxpr_counts.json.
+            "the snake cart, both particles and the maximal chain "
+            f"({small_live}×)",
+            f"the disk ({live['rolling_disk']:.1f}×), the turntable ({live['turntable']:.1f}×) "
+            f"and the minimal chain ({live['chain_minimal']:.1f}×)",
+            f"the disk's {counts['rolling_disk']['constrax']['vf_vjp']} are",
+        ],
+        # Two runs in each cell of its table, the committed one second.
+        "docs/concepts/solve.md": [f", {_f(r['ratio_cpu']['AutoSolver'])} |"
+                                   for r in cpu["solvers"]["rows"]],
+    }  # fmt: skip
+
+
+def _range_1(xs) -> str:
+    xs = list(xs)
+    return f"{min(xs):.1f}–{max(xs):.1f}"
+
+
+@pytest.mark.parametrize("path", ["README.md", "docs/benchmarks.md", "docs/concepts/solve.md"])
+def test_quoted_figures_are_the_committed_results(cpu, counts, path):
+    absent = missing((ROOT / path).read_text(), _summary_claims(cpu, counts)[path])
+    assert not absent, (
+        f"{path} does not quote these figures of benchmarks/results/*.json (or contradicts "
+        "them):\n" + "\n".join(absent)
+    )
+
+
+def test_benchmarks_page_includes_the_generated_tables():
+    """The full tables are not copied by hand: the page includes the generated files."""
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    for name in ("cpu.md", "jaxpr_counts.md"):
+        assert f'--8<-- "benchmarks/results/{name}"' in page
