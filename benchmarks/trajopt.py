@@ -5,6 +5,10 @@ Usage (from the repository root):
 
     python benchmarks/trajopt.py                  # -> benchmarks/results/trajopt_cpu.{json,md}
     python benchmarks/trajopt.py --out /tmp/bench --repeats 3 --note "..."
+    python benchmarks/trajopt.py --compile-repeats 1    # one cold compile per structure
+
+The run takes about 5 minutes on a loaded 2-core machine (most of it the constrax compiles:
+`--repeats` cold compiles of ~10 s per structure, plus the first solve's own).
 
 CasADi is optional (`pip install casadi`); without it its rows are skipped with a note.
 constrax's IPOPT comes from `cyipopt` (`pip install 'constrax[trajopt]'`).
@@ -53,14 +57,13 @@ import time
 if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks import _harness as h  # noqa: E402  (sets jax_enable_x64)
-
 import diffrax  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import constrax as cx  # noqa: E402
+from benchmarks import _harness as h  # noqa: E402  (sets jax_enable_x64)
 from constrax.fit import _ipopt  # noqa: E402
 from constrax.fit._optimal_control import _guess  # noqa: E402
 
@@ -187,14 +190,16 @@ def compile_callbacks(nlp, z0: np.ndarray, repeats: int) -> dict:
     }
 
 
-def run_constrax(name: str, problem, N: int, repeats: int, jitter: float = 1e-2) -> dict:
+def run_constrax(
+    name: str, problem, N: int, repeats: int, jitter: float = 1e-2, compile_repeats=None
+) -> dict:
     transcription = cx.fit.HermiteSimpson(N)
     solver = cx.fit.IPOPT(
         tol=IPOPT_OPTIONS["tol"], constr_viol_tol=IPOPT_OPTIONS["constr_viol_tol"]
     )  # mu_strategy adaptive is IPOPT()'s default
     nlp = transcription.nlp(problem)
     z0, _ = _guess(nlp, None)
-    compile_ = compile_callbacks(nlp, z0, repeats)
+    compile_ = compile_callbacks(nlp, z0, repeats if compile_repeats is None else compile_repeats)
 
     def solve():
         t0 = time.perf_counter()
@@ -244,7 +249,9 @@ def run_constrax(name: str, problem, N: int, repeats: int, jitter: float = 1e-2)
 def run_constrax_again(name, problem, N, repeats, jitter) -> dict:
     """Another guess on an already compiled structure (no compile measurement)."""
     transcription = cx.fit.HermiteSimpson(N)
-    solver = cx.fit.IPOPT(tol=IPOPT_OPTIONS["tol"], constr_viol_tol=IPOPT_OPTIONS["constr_viol_tol"])
+    solver = cx.fit.IPOPT(
+        tol=IPOPT_OPTIONS["tol"], constr_viol_tol=IPOPT_OPTIONS["constr_viol_tol"]
+    )
     walls = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -432,7 +439,8 @@ def run_casadi(name: str, N: int, repeats: int, perturb: float | None) -> dict:
         "problem": name,
         "N": N,
         "contender": "casadi",
-        "transcription": "trapezoidal" + (" (constraint eliminated by hand)" if name == "parking" else ""),
+        "transcription": "trapezoidal"
+        + (" (constraint eliminated by hand)" if name == "parking" else ""),
         "guess": f"linear + perturbation {perturb:g}" if perturb else "linear (exact)",
         "objective": float(sol.value(J)),
         "success": bool(stats["success"]),
@@ -489,31 +497,74 @@ def markdown(result: dict) -> str:
         f"{result['config']['repeats']}.",
         "",
     ]
-    header = ["problem", "N", "contender", "guess", "objective", "status", "iter",
-              "solve s", "compile s (trace+lower / XLA)", "violation", "replay error"]
+    header = [
+        "problem",
+        "N",
+        "contender",
+        "guess",
+        "objective",
+        "status",
+        "iter",
+        "solve s",
+        "compile s (trace+lower / XLA)",
+        "violation",
+        "replay error",
+    ]
     rows = []
     for r in result["rows"]:
         if r.get("skipped"):
-            rows.append([r["problem"], r["N"], r["contender"], "—", "—", _esc(r["skipped"]),
-                         "—", "—", "—", "—", "—"])
+            rows.append(
+                [
+                    r["problem"],
+                    r["N"],
+                    r["contender"],
+                    "—",
+                    "—",
+                    _esc(r["skipped"]),
+                    "—",
+                    "—",
+                    "—",
+                    "—",
+                    "—",
+                ]
+            )
             continue
         c = r.get("compile")
-        comp = (f"{c['total_min_s']:.1f} ({c['trace_lower_min_s']:.1f} / {c['xla_min_s']:.1f})"
-                if c else "—")
+        comp = (
+            f"{c['total_min_s']:.1f} ({c['trace_lower_min_s']:.1f} / {c['xla_min_s']:.1f})"
+            if c
+            else "—"
+        )
         obj = _g(r["objective"])
         if "t1" in r:
             obj += f" (t1 = {r['t1']:.6g}, max \\|u\\| = {r['max_abs_u']:.4g})"
-        rows.append([
-            r["problem"], r["N"], r["contender"], _esc(r["guess"]), obj, _esc(r["status"]),
-            r["iterations"], f"{r['solve_min_s']:.3f} ({r['solve_median_s']:.3f})", comp,
-            _e(r["max_violation"]), _e(r["replay_error"]),
-        ])
+        rows.append(
+            [
+                r["problem"],
+                r["N"],
+                r["contender"],
+                _esc(r["guess"]),
+                obj,
+                _esc(r["status"]),
+                r["iterations"],
+                f"{r['solve_min_s']:.3f} ({r['solve_median_s']:.3f})",
+                comp,
+                _e(r["max_violation"]),
+                _e(r["replay_error"]),
+            ]
+        )
     lines += h.md_table(header, rows)
-    lines += ["", "First constrax solve minus the median warm solve (compile as a user sees it):", ""]
+    lines += [
+        "",
+        "First constrax solve minus the median warm solve (compile as a user sees it):",
+        "",
+    ]
     for r in result["rows"]:
         if r.get("contender") == "constrax" and "first_minus_warm_s" in r:
-            lines.append(f"- {r['problem']} N={r['N']}: {r['first_minus_warm_s']:.1f} s "
-                         f"(NLP {r['nlp_variables']} variables, {r['nlp_constraints']} constraints)")
+            lines.append(
+                f"- {r['problem']} N={r['N']}: {r['first_minus_warm_s']:.1f} s "
+                f"(NLP {r['nlp_variables']} variables, {r['nlp_constraints']} constraints)"
+            )
     lines.append("")
     return "\n".join(lines)
 
@@ -522,6 +573,12 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument(
+        "--compile-repeats",
+        type=int,
+        default=None,
+        help="cold compiles per structure (default: --repeats; 1 for a quicker run)",
+    )
     ap.add_argument("--note", default="")
     args = ap.parse_args(argv)
     h.cold_compile_settings()
@@ -532,34 +589,52 @@ def main(argv=None) -> None:
     machine["cyipopt"] = cyipopt.__version__
     machine["casadi"] = ca.__version__ if ca is not None else None
     R = args.repeats
+    RC = R if args.compile_repeats is None else args.compile_repeats
     rows = []
 
     def log(r):
-        print(f"{r['problem']:>9} N={r['N']:<4} {r['contender']:<8} {r.get('guess', ''):<26} "
-              f"obj={_g(r.get('objective'))} {r.get('status', r.get('skipped'))} "
-              f"it={r.get('iterations')} viol={_e(r.get('max_violation'))} "
-              f"replay={_e(r.get('replay_error'))}", flush=True)
+        print(
+            f"{r['problem']:>9} N={r['N']:<4} {r['contender']:<8} {r.get('guess', ''):<26} "
+            f"obj={_g(r.get('objective'))} {r.get('status', r.get('skipped'))} "
+            f"it={r.get('iterations')} viol={_e(r.get('max_violation'))} "
+            f"replay={_e(r.get('replay_error'))}",
+            flush=True,
+        )
         rows.append(r)
 
     problems = {"parking": parking_problem(), "cart-pole": cartpole_problem()}
     for name, problem in problems.items():
         for N in (50, 100):
-            row, _ = run_constrax(name, problem, N, R)
+            row, _ = run_constrax(name, problem, N, R, compile_repeats=RC)
             log(row)
             if name == "parking":  # the exact straight-line guess
                 log(run_constrax_again(name, problem, N, R, jitter=0.0))
             for perturb in (None, 1e-2):
                 if ca is None:
-                    log({"problem": name, "N": N, "contender": "casadi",
-                         "skipped": "casadi not importable (pip install casadi)"})
+                    log(
+                        {
+                            "problem": name,
+                            "N": N,
+                            "contender": "casadi",
+                            "skipped": "casadi not importable (pip install casadi)",
+                        }
+                    )
                     break
                 log(run_casadi(name, N, R, perturb))
-    row, _ = run_constrax("cart-pole min-time", cartpole_problem(min_time=True), 50, R)
+    row, _ = run_constrax(
+        "cart-pole min-time", cartpole_problem(min_time=True), 50, R, compile_repeats=RC
+    )
     log(row)
     machine["loadavg_at_end"] = h.loadavg()
     result = {
-        "config": {"repeats": R, "ipopt_options": IPOPT_OPTIONS, "replay_tol": REPLAY_TOL,
-                   "jitter": 1e-2, "perturbation_seed": 0},
+        "config": {
+            "repeats": R,
+            "compile_repeats": RC,
+            "ipopt_options": IPOPT_OPTIONS,
+            "replay_tol": REPLAY_TOL,
+            "jitter": 1e-2,
+            "perturbation_seed": 0,
+        },
         "note": args.note,
         "machine": machine,
         "rows": rows,
