@@ -1,0 +1,650 @@
+r"""Trajectory optimisation: constrax (`cx.fit.HermiteSimpson` + `cx.fit.IPOPT`) against
+CasADi + IPOPT (`casadi.Opti`, trapezoidal collocation, equations typed in by hand).
+
+Usage (from the repository root):
+
+    python benchmarks/trajopt.py                  # -> benchmarks/results/trajopt_cpu.{json,md}
+    python benchmarks/trajopt.py --out /tmp/bench --repeats 3 --note "..."
+    python benchmarks/trajopt.py --compile-repeats 1    # one cold compile per structure
+
+The run takes about 5 minutes on a loaded 2-core machine (most of it the constrax compiles:
+`--repeats` cold compiles of ~10 s per structure, plus the first solve's own).
+
+CasADi is optional (`pip install casadi`); without it its rows are skipped with a note.
+constrax's IPOPT comes from `cyipopt` (`pip install 'constrax[trajopt]'`).
+
+Problems (docs page "Trajectory optimisation"):
+
+- **parking** — knife edge (`cx.models.knife_edge()`, $m = 1$, $I = 0.1$) driven by a push
+  $u_1$ along the heading and a torque $u_2$: from rest at the origin to rest at
+  $(0, 1, 0)$ (a sideways move) in $t_1 = 5$, minimising $\int_0^{t_1}|u|^2dt$. constrax
+  solves the constrained system in $(x, y, \theta)$ with the no-side-slip row; CasADi the
+  reduced equations with the constraint eliminated by hand ($v$ the forward speed):
+  $m\dot v = u_1$, $I\ddot\theta = u_2$, $\dot x = v\cos\theta$, $\dot y = v\sin\theta$.
+- **cart-pole swing-up** (Kelly, SIAM Review 2017, §6): $m_1 = 1$, $m_2 = 0.3$, $l = 0.5$,
+  $g = 9.81$, from $(0, 0)$ to $(1, \pi)$ at rest in $t_1 = 2$, $|u| \le 20$, $|x| \le 2$,
+  minimising $\int u^2dt$. constrax from the Lagrangian; CasADi with Kelly's closed-form
+  equations of motion.
+- **minimum-time cart-pole** (constrax only): the same boundary conditions, $t_1$ free in
+  $[0.1, 10]$, terminal cost $t_1$.
+
+Both sides start from the same linear interpolation of the end states (velocities and
+controls zero) and run IPOPT (MUMPS) with the same options (`tol = 1e-9`,
+`constr_viol_tol = 1e-10`, `mu_strategy = adaptive`). constrax by default moves that guess
+by seeded relative noise of size `jitter = 1e-2` (`solve_optimal_control`); CasADi is run
+from the exact guess and from the same kind of perturbation (`1e-2 * max(1, |z|) * N(0, 1)`
+on the free node states and the controls, numpy seed 0).
+
+Per row: objective, IPOPT status and iterations, solve wall time (min and median over
+`--repeats` solves, after a first one: compile/build excluded), the largest constraint or
+bound violation, and the replay error: the controls (constrax: its piecewise-quadratic
+control, `sol.replay_error()`; CasADi: its node controls interpolated linearly) applied to
+`cx.simulate` of the constrained system (rtol = atol = 1e-10) from the first node, the
+largest difference from the node states. For constrax also the compile time of the five
+NLP callbacks (objective, gradient, constraints, Jacobian values, Hessian values): trace +
+lower and XLA compile, each from cold caches (`jax.clear_caches()`), `--repeats` times,
+plus the first solve minus the median of the later ones (the same cost seen by a user).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import diffrax  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import constrax as cx  # noqa: E402
+from benchmarks import _harness as h  # noqa: E402  (sets jax_enable_x64)
+from constrax.fit import _ipopt  # noqa: E402
+from constrax.fit._optimal_control import _guess  # noqa: E402
+
+try:
+    import casadi as ca
+except ImportError:  # optional
+    ca = None
+
+IPOPT_OPTIONS = dict(tol=1e-9, constr_viol_tol=1e-10, mu_strategy="adaptive")
+REPLAY_TOL = 1e-10
+
+# ----------------------------------------------------------------------------------------
+# The problems in constrax.
+
+KNIFE_M, KNIFE_I = 1.0, 0.1
+PARK_T1 = 5.0
+PARK_Q1 = (0.0, 1.0, 0.0)
+CP = dict(m1=1.0, m2=0.3, l=0.5, g=9.81)
+CP_T1 = 2.0
+CP_UMAX, CP_XMAX = 20.0, 2.0
+
+
+def knife_force(t, q, qd, p):
+    u, th = p["u"], q[2]
+    return jnp.stack([u[0] * jnp.cos(th), u[0] * jnp.sin(th), u[1]])
+
+
+def parking_problem() -> cx.fit.OptimalControlProblem:
+    model = cx.models.knife_edge()
+    assert float(model.params["m"]) == KNIFE_M and float(model.params["I"]) == KNIFE_I
+    system = cx.System(model.system.lagrangian, model.system.constraints, force=knife_force)
+    return cx.fit.OptimalControlProblem(
+        system,
+        {**model.params, "u": jnp.zeros(2)},
+        control=lambda p: p["u"],
+        t1=PARK_T1,
+        q0=jnp.zeros(3),
+        qd0=jnp.zeros(3),
+        q1=jnp.array(PARK_Q1),
+        qd1=jnp.zeros(3),
+        running_cost=lambda t, q, qd, u, p: u @ u,
+    )
+
+
+def cartpole_lagrangian(t, q, qd, p):
+    x, th = q
+    xd, thd = qd
+    m1, m2, l, g = p["m1"], p["m2"], p["l"], p["g"]
+    bob = (xd + l * jnp.cos(th) * thd) ** 2 + (l * jnp.sin(th) * thd) ** 2
+    return 0.5 * m1 * xd**2 + 0.5 * m2 * bob + m2 * g * l * jnp.cos(th)
+
+
+def cartpole_system() -> cx.System:
+    return cx.System(
+        cartpole_lagrangian, force=lambda t, q, qd, p: jnp.stack([p["u"][0], 0.0 * q[1]])
+    )
+
+
+def cartpole_problem(min_time: bool = False) -> cx.fit.OptimalControlProblem:
+    params = {k: jnp.array(v) for k, v in CP.items()} | {"u": jnp.zeros(1)}
+    common = dict(
+        control=lambda p: p["u"],
+        t1=CP_T1,
+        q0=jnp.zeros(2),
+        qd0=jnp.zeros(2),
+        q1=jnp.array([1.0, jnp.pi]),
+        qd1=jnp.zeros(2),
+        control_bounds=(-CP_UMAX, CP_UMAX),
+        q_bounds=([-CP_XMAX, -jnp.inf], [CP_XMAX, jnp.inf]),
+    )
+    if min_time:
+        return cx.fit.OptimalControlProblem(
+            cartpole_system(),
+            params,
+            t1_bounds=(0.1, 10.0),
+            terminal_cost=lambda t, q, qd, p: t,
+            **common,
+        )
+    return cx.fit.OptimalControlProblem(
+        cartpole_system(), params, running_cost=lambda t, q, qd, u, p: u @ u, **common
+    )
+
+
+# ----------------------------------------------------------------------------------------
+# constrax
+
+
+def compile_callbacks(nlp, z0: np.ndarray, repeats: int) -> dict:
+    """Trace + lower and XLA compile of the five IPOPT callbacks, from cold caches."""
+    z = np.asarray(z0, np.float64)
+    lam = np.ones(nlp.layout.nc)
+    one = np.asarray(1.0)
+    calls = {
+        "objective": (_ipopt._objective, (nlp, z)),
+        "gradient": (_ipopt._gradient, (nlp, z)),
+        "constraints": (_ipopt._constraints, (nlp, z)),
+        "jacobian": (_ipopt._jacobian, (nlp, z)),
+        "hessian": (_ipopt._hessian, (nlp, z, lam, one)),
+    }
+    samples = []
+    for _ in range(repeats):
+        per = {}
+        for name, (fn, args) in calls.items():
+            jax.clear_caches()
+            t0 = time.perf_counter()
+            lowered = fn.lower(*args)
+            t1 = time.perf_counter()
+            lowered.compile()
+            t2 = time.perf_counter()
+            per[name] = {"trace_lower_s": t1 - t0, "xla_s": t2 - t1}
+        per["total_trace_lower_s"] = sum(v["trace_lower_s"] for v in per.values())
+        per["total_xla_s"] = sum(
+            v["xla_s"] for k, v in per.items() if isinstance(v, dict) and "xla_s" in v
+        )
+        samples.append(per)
+    jax.clear_caches()
+    tot = [s["total_trace_lower_s"] + s["total_xla_s"] for s in samples]
+    return {
+        "samples": samples,
+        "trace_lower_min_s": min(s["total_trace_lower_s"] for s in samples),
+        "xla_min_s": min(s["total_xla_s"] for s in samples),
+        "total_min_s": min(tot),
+        "total_median_s": statistics.median(tot),
+    }
+
+
+def run_constrax(
+    name: str, problem, N: int, repeats: int, jitter: float = 1e-2, compile_repeats=None
+) -> dict:
+    transcription = cx.fit.HermiteSimpson(N)
+    solver = cx.fit.IPOPT(
+        tol=IPOPT_OPTIONS["tol"], constr_viol_tol=IPOPT_OPTIONS["constr_viol_tol"]
+    )  # mu_strategy adaptive is IPOPT()'s default
+    nlp = transcription.nlp(problem)
+    z0, _ = _guess(nlp, None)
+    compile_ = compile_callbacks(nlp, z0, repeats if compile_repeats is None else compile_repeats)
+
+    def solve():
+        t0 = time.perf_counter()
+        sol = cx.fit.solve_optimal_control(
+            problem, transcription=transcription, solver=solver, jitter=jitter
+        )
+        return sol, time.perf_counter() - t0
+
+    sol, first = solve()
+    walls = []
+    for _ in range(repeats):
+        s, w = solve()
+        walls.append(w)
+        assert s.objective == sol.objective and s.iterations == sol.iterations
+    t0 = time.perf_counter()
+    replay = sol.replay_error()
+    replay_s = time.perf_counter() - t0
+    row = {
+        "problem": name,
+        "N": N,
+        "contender": "constrax",
+        "transcription": "Hermite-Simpson (separated), rows at the nodes",
+        "guess": f"linear + jitter {jitter:g}" if jitter else "linear (exact)",
+        "objective": sol.objective,
+        "success": sol.success,
+        "status": sol.status,
+        "iterations": sol.iterations,
+        "solve_min_s": min(walls),
+        "solve_median_s": statistics.median(walls),
+        "solve_samples_s": walls,
+        "first_solve_s": first,
+        "first_minus_warm_s": first - statistics.median(walls),
+        "compile": compile_,
+        "max_violation": sol.constraint_violation,
+        "manifold_violation": sol.manifold_violation,
+        "replay_error": replay,
+        "replay_wall_s_with_compile": replay_s,
+        "nlp_variables": int(nlp.layout.nz),
+        "nlp_constraints": int(nlp.layout.nc),
+    }
+    if problem.free_time:
+        row["t1"] = float(sol.t1)
+        row["max_abs_u"] = float(jnp.max(jnp.abs(jnp.concatenate([sol.u, sol.u_mid]))))
+    return row, sol
+
+
+def run_constrax_again(name, problem, N, repeats, jitter) -> dict:
+    """Another guess on an already compiled structure (no compile measurement)."""
+    transcription = cx.fit.HermiteSimpson(N)
+    solver = cx.fit.IPOPT(
+        tol=IPOPT_OPTIONS["tol"], constr_viol_tol=IPOPT_OPTIONS["constr_viol_tol"]
+    )
+    walls = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        sol = cx.fit.solve_optimal_control(
+            problem, transcription=transcription, solver=solver, jitter=jitter
+        )
+        walls.append(time.perf_counter() - t0)
+    return {
+        "problem": name,
+        "N": N,
+        "contender": "constrax",
+        "transcription": "Hermite-Simpson (separated), rows at the nodes",
+        "guess": f"linear + jitter {jitter:g}" if jitter else "linear (exact)",
+        "objective": sol.objective,
+        "success": sol.success,
+        "status": sol.status,
+        "iterations": sol.iterations,
+        "solve_min_s": min(walls),
+        "solve_median_s": statistics.median(walls),
+        "solve_samples_s": walls,
+        "max_violation": sol.constraint_violation,
+        "manifold_violation": sol.manifold_violation,
+        "replay_error": sol.replay_error() if sol.success else None,
+    }
+
+
+# ----------------------------------------------------------------------------------------
+# CasADi
+
+
+def _casadi_parking(N: int):
+    opti = ca.Opti()
+    X = opti.variable(5, N + 1)  # x, y, theta, v, omega
+    U = opti.variable(2, N + 1)
+    hstep = PARK_T1 / N
+
+    def f(x, u):
+        return ca.vertcat(
+            x[3] * ca.cos(x[2]), x[3] * ca.sin(x[2]), x[4], u[0] / KNIFE_M, u[1] / KNIFE_I
+        )
+
+    J = 0
+    for k in range(N):
+        opti.subject_to(
+            X[:, k + 1] == X[:, k] + hstep / 2 * (f(X[:, k], U[:, k]) + f(X[:, k + 1], U[:, k + 1]))
+        )
+        J += hstep / 2 * (ca.sumsqr(U[:, k]) + ca.sumsqr(U[:, k + 1]))
+    opti.subject_to(X[:, 0] == 0)
+    opti.subject_to(X[:, N] == ca.DM([*PARK_Q1, 0.0, 0.0]))
+    opti.minimize(J)
+    tau = np.linspace(0.0, 1.0, N + 1)
+    X0 = np.zeros((5, N + 1))
+    X0[:3] = np.outer(PARK_Q1, tau)
+    return opti, X, U, J, X0, np.zeros((2, N + 1)), (None, None), (None, None)
+
+
+def _casadi_cartpole(N: int):
+    m1, m2, l, g = CP["m1"], CP["m2"], CP["l"], CP["g"]
+    opti = ca.Opti()
+    X = opti.variable(4, N + 1)  # x, theta, xd, thetad
+    U = opti.variable(1, N + 1)
+    hstep = CP_T1 / N
+
+    def f(x, u):  # Kelly 2017, eqs. (6.1)-(6.2)
+        th, thd = x[1], x[3]
+        xdd = (l * m2 * ca.sin(th) * thd**2 + u + m2 * g * ca.cos(th) * ca.sin(th)) / (
+            m1 + m2 * (1 - ca.cos(th) ** 2)
+        )
+        thdd = -(
+            l * m2 * ca.cos(th) * ca.sin(th) * thd**2 + u * ca.cos(th) + (m1 + m2) * g * ca.sin(th)
+        ) / (l * m1 + l * m2 * (1 - ca.cos(th) ** 2))
+        return ca.vertcat(x[2], x[3], xdd, thdd)
+
+    J = 0
+    for k in range(N):
+        opti.subject_to(
+            X[:, k + 1] == X[:, k] + hstep / 2 * (f(X[:, k], U[k]) + f(X[:, k + 1], U[k + 1]))
+        )
+        J += hstep / 2 * (U[k] ** 2 + U[k + 1] ** 2)
+    opti.subject_to(X[:, 0] == 0)
+    opti.subject_to(X[:, N] == ca.DM([1.0, np.pi, 0.0, 0.0]))
+    opti.subject_to(opti.bounded(-CP_UMAX, U, CP_UMAX))
+    opti.subject_to(opti.bounded(-CP_XMAX, X[0, :], CP_XMAX))
+    opti.minimize(J)
+    tau = np.linspace(0.0, 1.0, N + 1)
+    X0 = np.zeros((4, N + 1))
+    X0[0], X0[1] = tau, np.pi * tau
+    xb = (np.array([-CP_XMAX]), np.array([CP_XMAX]))
+    return opti, X, U, J, X0, np.zeros((1, N + 1)), xb, (-CP_UMAX, CP_UMAX)
+
+
+def _perturb_casadi(X0, U0, size, seed, xbounds, ubounds):
+    """`size * max(1, |z|) * N(0, 1)` on the free node states (not the fixed first and last
+    node) and on the controls, clipped to the bounds (as `solve_optimal_control` does)."""
+    rng = np.random.default_rng(seed)
+    X = X0 + size * np.maximum(1.0, np.abs(X0)) * rng.standard_normal(X0.shape)
+    X[:, 0], X[:, -1] = X0[:, 0], X0[:, -1]
+    U = U0 + size * np.maximum(1.0, np.abs(U0)) * rng.standard_normal(U0.shape)
+    if xbounds[0] is not None:
+        k = len(xbounds[0])
+        X[:k] = np.clip(X[:k], xbounds[0][:, None], xbounds[1][:, None])
+    if ubounds[0] is not None:
+        U = np.clip(U, *ubounds)
+    return X, U
+
+
+def casadi_replay(name: str, ts, Xn, Un) -> float:
+    """The CasADi controls (linear between the nodes) applied to `cx.simulate` of the
+    constrained constrax system; the largest difference from the node states."""
+    ts = jnp.asarray(ts)
+    Un = jnp.asarray(Un.T)  # (N+1, nu)
+
+    def control(t):
+        return jnp.stack([jnp.interp(t, ts, Un[:, j]) for j in range(Un.shape[1])])
+
+    if name == "parking":
+        model = cx.models.knife_edge()
+        params = {**model.params, "u": jnp.zeros(2)}
+        system = cx.System(
+            model.system.lagrangian,
+            model.system.constraints,
+            force=lambda t, q, qd, p: knife_force(t, q, qd, {**p, "u": control(t)}),
+        )
+        x, y, th, v, om = Xn
+        q = np.stack([x, y, th], 1)
+        qd = np.stack([v * np.cos(th), v * np.sin(th), om], 1)
+    else:
+        params = {k: jnp.array(v) for k, v in CP.items()} | {"u": jnp.zeros(1)}
+        system = cx.System(
+            cartpole_lagrangian, force=lambda t, q, qd, p: jnp.stack([control(t)[0], 0.0 * q[1]])
+        )
+        q, qd = Xn[:2].T, Xn[2:].T
+    traj = cx.simulate(
+        system,
+        jnp.asarray(q[0]),
+        jnp.asarray(qd[0]),
+        params,
+        t0=float(ts[0]),
+        t1=float(ts[-1]),
+        saveat=diffrax.SaveAt(ts=ts),
+        stepsize_controller=diffrax.PIDController(rtol=REPLAY_TOL, atol=REPLAY_TOL),
+        constraint_solver=cx.KKT(),
+        max_steps=100_000,
+    )
+    err = np.concatenate([np.asarray(traj.q) - q, np.asarray(traj.qd) - qd], 1)
+    return float(np.abs(err).max())
+
+
+def run_casadi(name: str, N: int, repeats: int, perturb: float | None) -> dict:
+    build = _casadi_parking if name == "parking" else _casadi_cartpole
+    t0 = time.perf_counter()
+    opti, X, U, J, X0, U0, xb, ub = build(N)
+    if perturb:
+        X0, U0 = _perturb_casadi(X0, U0, perturb, 0, xb, ub)
+    opti.set_initial(X, X0)
+    opti.set_initial(U, U0)
+    opti.solver(
+        "ipopt",
+        {"print_time": False},
+        {"print_level": 0, "sb": "yes", **IPOPT_OPTIONS},
+    )
+    build_s = time.perf_counter() - t0
+    walls, first = [], None
+    for i in range(repeats + 1):
+        t0 = time.perf_counter()
+        try:
+            opti.solve()
+        except RuntimeError:  # IPOPT failed: Opti raises; the last iterate is in opti.debug
+            pass
+        w = time.perf_counter() - t0
+        if i == 0:
+            first = w
+        else:
+            walls.append(w)
+    sol = opti.debug
+    stats = opti.stats()
+    g = np.asarray(sol.value(opti.g)).ravel()
+    lbg = np.asarray(opti.value(opti.lbg)).ravel()
+    ubg = np.asarray(opti.value(opti.ubg)).ravel()
+    viol = float(np.max(np.maximum(np.maximum(lbg - g, g - ubg), 0.0)))
+    Xn, Un = np.asarray(sol.value(X)), np.atleast_2d(np.asarray(sol.value(U)))
+    ts = np.linspace(0.0, PARK_T1 if name == "parking" else CP_T1, N + 1)
+    finite = bool(np.all(np.isfinite(Xn)) and np.all(np.isfinite(Un)))
+    return {
+        "problem": name,
+        "N": N,
+        "contender": "casadi",
+        "transcription": "trapezoidal"
+        + (" (constraint eliminated by hand)" if name == "parking" else ""),
+        "guess": f"linear + perturbation {perturb:g}" if perturb else "linear (exact)",
+        "objective": float(sol.value(J)),
+        "success": bool(stats["success"]),
+        "status": stats["return_status"],
+        "iterations": int(stats["iter_count"]),
+        "solve_min_s": min(walls),
+        "solve_median_s": statistics.median(walls),
+        "solve_samples_s": walls,
+        "first_solve_s": first,
+        "build_s": build_s,
+        "max_violation": viol,
+        "replay_error": casadi_replay(name, ts, Xn, Un) if finite else None,
+    }
+
+
+# ----------------------------------------------------------------------------------------
+# Report
+
+
+def _g(x, digits=7):
+    return "—" if x is None else f"{x:.{digits}g}"
+
+
+def _e(x):
+    return "—" if x is None else f"{x:.1e}"
+
+
+def _esc(s) -> str:
+    return str(s).replace("|", "\\|")
+
+
+def markdown(result: dict) -> str:
+    m = result["machine"]
+    lines = [
+        "# Trajectory optimisation benchmarks (CPU)",
+        "",
+        f"- date (UTC): {m['date_utc']}; wall time of the run {result['wall_s']:.0f} s",
+        f"- machine: {m['cpu_model']}, {m['cpu_cores']} cores ({m['platform']}); "
+        f"load average (1, 5, 15 min) at start {m['loadavg_at_start']}, at end "
+        f"{m['loadavg_at_end']}",
+        f"- versions: python {m['python']}, jax {m['jax']}, jaxlib {m['jaxlib']}, "
+        f"diffrax {m['diffrax']}, equinox {m['equinox']}, constrax {m['constrax']}, "
+        f"cyipopt {m['cyipopt']}, casadi {m['casadi']}; persistent compilation cache: "
+        f"{'on' if m['persistent_compilation_cache'] else 'off'}",
+        f"- IPOPT options (both): {result['config']['ipopt_options']}, MUMPS",
+        f"- note: {result['note']}",
+        "",
+        "Solve: wall time of one solve, minimum (median) over "
+        f"{result['config']['repeats']} repeats after a first solve (compile / build "
+        "excluded). Violation: the largest constraint or bound violation. Replay: the "
+        "controls applied to `cx.simulate` of the constrained system (rtol = atol = 1e-10), "
+        "largest difference from the node states. Compile (constrax): trace + lower and "
+        "XLA compile of the five IPOPT callbacks from cold caches, minimum over "
+        f"{result['config']['repeats']}.",
+        "",
+    ]
+    header = [
+        "problem",
+        "N",
+        "contender",
+        "guess",
+        "objective",
+        "status",
+        "iter",
+        "solve s",
+        "compile s (trace+lower / XLA)",
+        "violation",
+        "replay error",
+    ]
+    rows = []
+    for r in result["rows"]:
+        if r.get("skipped"):
+            rows.append(
+                [
+                    r["problem"],
+                    r["N"],
+                    r["contender"],
+                    "—",
+                    "—",
+                    _esc(r["skipped"]),
+                    "—",
+                    "—",
+                    "—",
+                    "—",
+                    "—",
+                ]
+            )
+            continue
+        c = r.get("compile")
+        comp = (
+            f"{c['total_min_s']:.1f} ({c['trace_lower_min_s']:.1f} / {c['xla_min_s']:.1f})"
+            if c
+            else "—"
+        )
+        obj = _g(r["objective"])
+        if "t1" in r:
+            obj += f" (t1 = {r['t1']:.6g}, max \\|u\\| = {r['max_abs_u']:.4g})"
+        rows.append(
+            [
+                r["problem"],
+                r["N"],
+                r["contender"],
+                _esc(r["guess"]),
+                obj,
+                _esc(r["status"]),
+                r["iterations"],
+                f"{r['solve_min_s']:.3f} ({r['solve_median_s']:.3f})",
+                comp,
+                _e(r["max_violation"]),
+                _e(r["replay_error"]),
+            ]
+        )
+    lines += h.md_table(header, rows)
+    lines += [
+        "",
+        "First constrax solve minus the median warm solve (compile as a user sees it):",
+        "",
+    ]
+    for r in result["rows"]:
+        if r.get("contender") == "constrax" and "first_minus_warm_s" in r:
+            lines.append(
+                f"- {r['problem']} N={r['N']}: {r['first_minus_warm_s']:.1f} s "
+                f"(NLP {r['nlp_variables']} variables, {r['nlp_constraints']} constraints)"
+            )
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument(
+        "--compile-repeats",
+        type=int,
+        default=None,
+        help="cold compiles per structure (default: --repeats; 1 for a quicker run)",
+    )
+    ap.add_argument("--note", default="")
+    args = ap.parse_args(argv)
+    h.cold_compile_settings()
+    import cyipopt
+
+    start = time.perf_counter()
+    machine = h.machine_info()
+    machine["cyipopt"] = cyipopt.__version__
+    machine["casadi"] = ca.__version__ if ca is not None else None
+    R = args.repeats
+    RC = R if args.compile_repeats is None else args.compile_repeats
+    rows = []
+
+    def log(r):
+        print(
+            f"{r['problem']:>9} N={r['N']:<4} {r['contender']:<8} {r.get('guess', ''):<26} "
+            f"obj={_g(r.get('objective'))} {r.get('status', r.get('skipped'))} "
+            f"it={r.get('iterations')} viol={_e(r.get('max_violation'))} "
+            f"replay={_e(r.get('replay_error'))}",
+            flush=True,
+        )
+        rows.append(r)
+
+    problems = {"parking": parking_problem(), "cart-pole": cartpole_problem()}
+    for name, problem in problems.items():
+        for N in (50, 100):
+            row, _ = run_constrax(name, problem, N, R, compile_repeats=RC)
+            log(row)
+            if name == "parking":  # the exact straight-line guess
+                log(run_constrax_again(name, problem, N, R, jitter=0.0))
+            for perturb in (None, 1e-2):
+                if ca is None:
+                    log(
+                        {
+                            "problem": name,
+                            "N": N,
+                            "contender": "casadi",
+                            "skipped": "casadi not importable (pip install casadi)",
+                        }
+                    )
+                    break
+                log(run_casadi(name, N, R, perturb))
+    row, _ = run_constrax(
+        "cart-pole min-time", cartpole_problem(min_time=True), 50, R, compile_repeats=RC
+    )
+    log(row)
+    machine["loadavg_at_end"] = h.loadavg()
+    result = {
+        "config": {
+            "repeats": R,
+            "compile_repeats": RC,
+            "ipopt_options": IPOPT_OPTIONS,
+            "replay_tol": REPLAY_TOL,
+            "jitter": 1e-2,
+            "perturbation_seed": 0,
+        },
+        "note": args.note,
+        "machine": machine,
+        "rows": rows,
+        "wall_s": time.perf_counter() - start,
+    }
+    h.write_json(os.path.join(args.out, "trajopt_cpu.json"), result)
+    with open(os.path.join(args.out, "trajopt_cpu.md"), "w") as fh:
+        fh.write(markdown(result))
+    print(f"wrote {args.out}/trajopt_cpu.{{json,md}} in {result['wall_s']:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
