@@ -77,8 +77,9 @@ class OptimalControlSolution(eqx.Module):
 
     def replay(self, ts=None, **simulate_options) -> Trajectory:
         """`cx.simulate` of the system driven by `control(t)` from the solution's initial
-        state (default tolerances `rtol = atol = 1e-10`, saved at the nodes): what the
-        controls do when applied to the exact dynamics."""
+        state (default tolerances `rtol = atol = 1e-12` and no stabilisation, so that the
+        replay measures the transcription, not the integrator; saved at the nodes): what
+        the controls do when applied to the exact dynamics."""
         pr = self.problem
         system = pr.system
         control = self.control
@@ -88,7 +89,8 @@ class OptimalControlSolution(eqx.Module):
 
         replayed = System(system.lagrangian, system.constraints, force=force)
         options = dict(
-            stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-10),
+            stepsize_controller=diffrax.PIDController(rtol=1e-12, atol=1e-12),
+            stabilisation=None,
             constraint_solver=pr.constraint_solver,
             prescription=pr.prescription,
             max_steps=100_000,
