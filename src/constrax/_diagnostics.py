@@ -7,7 +7,6 @@ $E[L, M]$), docs/concepts/singular.md (the rank of $A$).
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Float, Int
 
 from ._checks import check_system
@@ -25,6 +24,7 @@ from ._system import (
     position_residual,
     stacked_residual,
 )
+from ._tolerances import rank_rtol
 
 
 def _prepare(system, t, q, qd, p):
@@ -150,7 +150,7 @@ def constraint_rank(
     if A.shape[0] == 0:
         return ConstraintRank(jnp.zeros((), jnp.int32), jnp.zeros((0,), A.dtype))
     sv = jnp.linalg.svd(A, compute_uv=False)
-    rtol = float(np.sqrt(np.finfo(A.dtype).eps)) if rtol is None else rtol
+    rtol = rank_rtol(A.dtype) if rtol is None else rtol
     return ConstraintRank(jnp.sum(sv > rtol * sv[0]).astype(jnp.int32), sv)
 
 

@@ -30,13 +30,10 @@ from jaxtyping import Array, Bool, Float, Int
 from ._compilation import compiled
 from ._custom_types import OneFormFn, Params, Time
 from ._system import System, as_time, constraint_row_counts, constraint_terms, row_names
+from ._tolerances import rank_rtol
 
 VectorField = Callable[[Float[Array, " n"]], Float[Array, " n"]]
 """A vector field `X(q) -> (n,)` on configuration space (time and parameters closed over)."""
-
-
-def _default_rtol(dtype) -> float:
-    return float(np.sqrt(np.finfo(dtype).eps))
 
 
 def _as_q(q, name: str = "q") -> Array:
@@ -179,7 +176,7 @@ def frobenius_residual(
     ```
     """
     q = _as_q(q)
-    rtol = _default_rtol(q.dtype) if rtol is None else rtol
+    rtol = rank_rtol(q.dtype) if rtol is None else rtol
     omega = one_form_fn(source, t, p, q.shape[0], q.dtype)
     A = omega(q)
     C = curl(source, t, q, p)
@@ -352,7 +349,7 @@ def constraint_distribution(
     ```
     """
     q = _as_q(q)
-    rtol = _default_rtol(q.dtype) if rtol is None else rtol
+    rtol = rank_rtol(q.dtype) if rtol is None else rtol
     A = one_form_fn(source, t, p, q.shape[0], q.dtype)(q)
     _, s, V, rank = _svd_rank(A, rtol)
     return ConstraintDistribution(
@@ -439,7 +436,7 @@ def find_singular_configurations(
     """
     qs = _as_batch(qs, "qs")
     n = qs.shape[1]
-    rtol = _default_rtol(qs.dtype) if rtol is None else rtol
+    rtol = rank_rtol(qs.dtype) if rtol is None else rtol
     omega = one_form_fn(source, t, p, n, qs.dtype)
 
     def one(q):
@@ -541,7 +538,7 @@ def distribution_fields(
     """
     q = _as_q(q)
     n = q.shape[0]
-    rtol = _default_rtol(q.dtype) if rtol is None else rtol
+    rtol = rank_rtol(q.dtype) if rtol is None else rtol
     omega = one_form_fn(source, t, p, n, q.dtype)
     A0 = omega(q)
     _, _, V, rank = _svd_rank(A0, rtol)
@@ -618,7 +615,7 @@ def accessibility_rank(
     n = q.shape[0]
     if not isinstance(depth, int) or depth < 1:
         raise ValueError(f"`depth` must be an integer >= 1, got {depth!r}")
-    rtol_ = _default_rtol(q.dtype) if rtol is None else rtol
+    rtol_ = rank_rtol(q.dtype) if rtol is None else rtol
     if isinstance(source, System) or (callable(source) and not isinstance(source, Sequence)):
         fields = distribution_fields(source, t, q, p, rtol=rtol)
     else:

@@ -37,7 +37,6 @@ from ._dynamics import (
     _step,
     accelerations,
     check_mu,
-    default_consistency_rtol,
     inconsistent,
 )
 from ._guards import attach_check, checked
@@ -59,6 +58,7 @@ from ._system import (
     stacked_residual,
 )
 from ._tolerances import (
+    consistency_rtol as default_consistency_rtol,
     initial_tolerance as default_initial_tolerance,
     integration_tolerance,
     projection_tolerance,
