@@ -36,7 +36,7 @@ from jaxtyping import Array, Bool, Float, Int, PyTree
 from ._compilation import as_dynamic
 from ._prescriptions import AbstractPrescription, DAlembert
 from ._simulate import simulate
-from ._system import System
+from ._system import System, as_float, shape_error
 
 _AXIS = "batch"
 
@@ -555,11 +555,10 @@ def rollout_batch(
     q0s = jnp.asarray(q0s)
     qd0s = jnp.asarray(qd0s)
     if q0s.ndim != 2:
-        raise ValueError(f"`q0s` must have shape (B, n) (a batch of states), got {q0s.shape}")
+        raise shape_error("q0s", "have shape (B, n) (a batch of states)", q0s.shape)
     if qd0s.shape != q0s.shape:
-        raise ValueError(f"`qd0s` must have the shape of `q0s` {q0s.shape}, got {qd0s.shape}")
-    if not jnp.issubdtype(q0s.dtype, jnp.inexact):
-        q0s = q0s.astype(jnp.result_type(float))
+        raise shape_error("qd0s", f"have the shape of `q0s` {q0s.shape}", qd0s.shape)
+    q0s = as_float(q0s)
     qd0s = qd0s.astype(q0s.dtype)
     ts = jnp.asarray(ts, dtype=q0s.dtype)
     if ts.ndim != 1 or ts.shape[0] < 2:

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from .._constraints import AbstractConstraint
-from .._system import as_time, check_state
+from .._system import as_float, as_time, check_state, shape_error
 from .._tolerances import rank_rtol
 from ._body import RigidBody
 from ._so3 import cross
@@ -26,12 +26,8 @@ def _rows3(x, name) -> Array:
     if x.ndim == 1:
         x = x[None]
     if x.ndim != 2 or x.shape[1] != 3:
-        raise ValueError(
-            f"`{name}` must have shape (k, 3) (one 3-vector per constraint), got {x.shape}"
-        )
-    if not jnp.issubdtype(x.dtype, jnp.inexact):
-        x = x.astype(jnp.result_type(float))
-    return x
+        raise shape_error(name, "have shape (k, 3) (one 3-vector per constraint)", x.shape)
+    return as_float(x)
 
 
 def angular_rows(axes: Float[ArrayLike, "n 3"]) -> Float[Array, "n 6"]:

@@ -10,23 +10,21 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
+from .._system import as_float, shape_error
+
 
 def _as3(x, name: str) -> Array:
     x = jnp.asarray(x)
     if x.shape[-1:] != (3,):
-        raise ValueError(f"`{name}` must be a 3-vector (shape (..., 3)), got shape {x.shape}")
-    if not jnp.issubdtype(x.dtype, jnp.inexact):
-        x = x.astype(jnp.result_type(float))
-    return x
+        raise shape_error(name, "be a 3-vector (shape (..., 3))", x.shape)
+    return as_float(x)
 
 
 def _as33(x, name: str) -> Array:
     x = jnp.asarray(x)
     if x.shape[-2:] != (3, 3):
-        raise ValueError(f"`{name}` must be a 3x3 matrix (shape (..., 3, 3)), got shape {x.shape}")
-    if not jnp.issubdtype(x.dtype, jnp.inexact):
-        x = x.astype(jnp.result_type(float))
-    return x
+        raise shape_error(name, "be a 3x3 matrix (shape (..., 3, 3))", x.shape)
+    return as_float(x)
 
 
 def cross(
