@@ -6,6 +6,8 @@ is `_dynamics._step`. Every diffrax solver, step-size controller, `SaveAt`, adjo
 progress meter passes through unchanged.
 """
 
+from typing import Any
+
 import diffrax
 import equinox as eqx
 import jax
@@ -63,6 +65,19 @@ from ._tolerances import (
     integration_tolerance,
     projection_tolerance,
 )
+
+
+class _DtypeDefault:
+    """The default of an option whose value depends on the working dtype (read in its
+    docstring); a distinct object, so that `None` stays free to mean "off"."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<dtype default>"
+
+
+_DEFAULT: Any = _DtypeDefault()  # `Any`: a valid default of any annotated option
 
 _MAX_STEPS = (
     "constrax.simulate: the solver took `max_steps` steps without reaching t1. Increase "
@@ -426,7 +441,7 @@ def simulate(
     stabilisation: AbstractStabilisation | None = VELOCITY_PROJECTION,
     project_initial: bool = False,
     initial_tolerance: float | None = None,
-    consistency_rtol: float | None | str = "default",
+    consistency_rtol: float | None = _DEFAULT,
     throw: bool = True,
 ) -> Trajectory:
     r"""Integrate the constrained equations of motion with `diffrax.diffeqsolve`.
@@ -529,12 +544,12 @@ def simulate(
     if saveat is None:
         saveat = diffrax.SaveAt(t1=True)
     y0 = (q0, qd0) if mu0 is None else (q0, qd0, mu0)
-    if isinstance(consistency_rtol, str):
-        if consistency_rtol != "default":
-            raise ValueError(
-                f"`consistency_rtol` must be a non-negative float or None, got {consistency_rtol!r}"
-            )
+    if consistency_rtol is _DEFAULT:
         consistency_rtol = default_consistency_rtol(q0.dtype)
+    elif isinstance(consistency_rtol, str):
+        raise ValueError(
+            f"`consistency_rtol` must be a non-negative float or None, got {consistency_rtol!r}"
+        )
     vf = _VectorField(
         system, prescription, constraint_solver, stabilisation, mask, consistency_rtol
     )
