@@ -575,7 +575,7 @@ def rollout_batch(
                 f"`mu0s` must have shape (B, m) with B={q0s.shape[0]}, got {mu0s.shape}"
             )
     _check_p_axes(p_axes, ps)
-    ps = as_dynamic("p", ps)  # new parameter values are new inputs, not a new program
+    ps = as_dynamic("params", ps)  # new parameter values are new inputs, not a new program
     fn = _Rollout(system, ts, prescription, dict(simulate_kwargs))
     args = (q0s, qd0s, ps, mu0s)
     in_axes = (0, 0, p_axes, None if mu0s is None else 0)

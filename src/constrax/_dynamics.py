@@ -179,7 +179,7 @@ def inconsistent(A, qdd, b, rtol) -> tuple[Array, Array]:
     return r, jax.lax.stop_gradient(flag)
 
 
-@compiled
+@compiled(times=("t",), states=("q", "qd", "mu"), params=("p",))
 def accelerations(
     system: System,
     t: Time,

@@ -87,7 +87,7 @@ def one_form_fn(source: System | OneFormFn, t: Time, p: Params, n: int, dtype) -
     )
 
 
-@compiled
+@compiled(times=("t",), states=("q",), params=("p",))
 def curl(
     source: System | OneFormFn, t: Time, q: Float[Array, " n"], p: Params = None
 ) -> Float[Array, "m n n"]:
@@ -129,7 +129,7 @@ def _kernel_projector(A: Array, rtol: float) -> Array:
     return jnp.eye(n, dtype=A.dtype) - jnp.linalg.pinv(A, rtol=rtol) @ A
 
 
-@compiled
+@compiled(times=("t",), states=("q",), params=("p",))
 def frobenius_residual(
     source: System | OneFormFn,
     t: Time,
@@ -305,7 +305,7 @@ def _svd_rank(A: Array, rtol: float):
     return U, s, Vt.T, rank
 
 
-@compiled
+@compiled(times=("t",), states=("q",), params=("p",))
 def constraint_distribution(
     source: System | OneFormFn,
     t: Time,

@@ -58,7 +58,7 @@ class ImpulsiveJump(eqx.Module):
     converged: Bool[Array, ""]
 
 
-@compiled
+@compiled(times=("t",), states=("q", "qd"), params=("p",))
 def impulsive_jump(
     system: System,
     t: Time,

@@ -303,7 +303,7 @@ class Trajectory(eqx.Module):
         return self.solution.evaluate(t)
 
 
-@compiled
+@compiled(times=("t0",), states=("q0", "qd0"), params=("p",))
 def consistent_initial_state(
     system: System,
     t0,
@@ -419,7 +419,12 @@ def _check_projected(system, layout, t0, q, qd, p, converged, tolerance, max_ste
 
 
 @forward_mode_hint
-@compiled(precheck=lambda args: check_times(args["t0"], args["t1"], args["dt0"]))
+@compiled(
+    times=("t0", "t1", "dt0"),
+    states=("q0", "qd0", "mu0"),
+    params=("p",),
+    precheck=lambda args: check_times(args["t0"], args["t1"], args["dt0"]),
+)
 def simulate(
     system: System,
     q0: Float[Array, " n"],

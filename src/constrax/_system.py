@@ -339,7 +339,7 @@ def generalized_force(system: System, t, q, qd, p) -> Float[Array, " n"]:
     return jnp.asarray(system.force(t, q, qd, p), dtype=q.dtype)
 
 
-@compiled
+@compiled(times=("t",), states=("q", "qd"), params=("p",))
 def mass_matrix(system: System, t: Time, q, qd, p: Params) -> Float[Array, "n n"]:
     r"""The mass matrix $W = \partial^2 L / \partial\dot q^2$ (by autodiff).
 
