@@ -178,10 +178,10 @@ def enable_compilation_cache(
     **What is not cached.** JAX does not write programs that contain host callbacks to the
     persistent cache, and constrax's runtime checks (`equinox.error_if`: max steps, NaN,
     singular matrices) are host callbacks. With the checks on, only the small programs are
-    kept; measured on the README quickstart (2-core CPU): 24.2 s CPU in a first process,
-    22.5 s in a second. Setting `EQX_ON_ERROR=nan` in the environment before importing
-    equinox makes a failed check return NaN instead of raising — no message, but the
-    programs become cacheable: 23.9 s, then 12.4 s (what remains is tracing).
+    kept, and a second process saves little. Setting `EQX_ON_ERROR=nan` in the environment
+    before importing equinox makes a failed check return NaN instead of raising — no
+    message, but the programs become cacheable, and a second process then only traces
+    (docs page "Getting started" gives the times).
 
     Setting the environment variable `CONSTRAX_COMPILATION_CACHE` (to a directory, or to `1`
     for the default one) before `import constrax` does the same

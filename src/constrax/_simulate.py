@@ -173,8 +173,8 @@ class _VectorField(eqx.Module):
         # and transpose per jaxpr, so that the repeated traces of one solver step that a
         # checkpointed reverse pass makes (equinox's fixed point on which loop carries
         # have nonzero cotangents) reuse them (tests/test_compilation.py counts the
-        # traces). Tracing the tilted disk's gradient took 18.5 s CPU before, 6.7 s
-        # after; XLA inlines the call: run time is unchanged.
+        # traces; docs/benchmarks.md gives the trace times). XLA inlines the call, so
+        # run time is unchanged.
         return _vector_field(self, t, y, p)
 
     def evaluate(self, t, y, p):
@@ -493,8 +493,7 @@ def simulate(
       `consistency_rtol` times the rows' scale (see `Accelerations.acceleration_residual`);
       default `0.05` in float64 (`0.2` in float32): contradicting rows miss by a finite
       fraction of their scale, while the drift of an unstabilised run through a singular
-      configuration stays below (1–3 % on the snake cart at the default tolerance);
-      `None` turns the check off.
+      configuration stays below (docs page "Precision"); `None` turns the check off.
     - `throw`: raise on a failed solve (max steps, non-finite values); with `False`
       inspect `Trajectory.result`.
 
