@@ -156,3 +156,23 @@ def test_compiled_wrapper_names_the_function_on_a_bad_call():
     with pytest.raises(TypeError, match=r"accelerations\(system"):
         cx.accelerations(1, 2, 3, 4, 5, 6, 7)
     assert np.isfinite(0.0)
+
+
+def test_compiled_is_told_its_data_arguments_at_decoration():
+    """`@compiled` names its data arguments by kind; a missing or unknown name raises at once."""
+    from constrax._compilation import compiled
+
+    def field(t, y, p):
+        return t + y * p["k"]
+
+    with pytest.raises(TypeError, match=r"@compiled on .*field: name the arguments that are data"):
+        compiled(field)
+    with pytest.raises(TypeError, match=r"field\(t, y, p\) has no argument\(s\) \['q'\]"):
+        compiled(times=("t",), states=("q",), params=("p",))(field)
+    with pytest.raises(TypeError, match=r"arguments \['y'\] are named under more than one kind"):
+        compiled(states=("y",), params=("y",))(field)
+    with pytest.raises(TypeError, match=r"`states` must be a tuple of argument names"):
+        compiled(states="y")
+    f = compiled(times=("t",), states=("y",), params=("p",))(field)
+    jax.block_until_ready(f(0.0, 1.0, {"k": 2.0}))
+    assert _compiles(lambda: f(1.0, 3.0, {"k": 5.0})) == 0  # new floats: the same program

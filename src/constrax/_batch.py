@@ -36,7 +36,7 @@ from jaxtyping import Array, Bool, Float, Int, PyTree
 from ._compilation import as_dynamic
 from ._prescriptions import AbstractPrescription, DAlembert
 from ._simulate import simulate
-from ._system import System
+from ._system import System, as_float, shape_error
 
 _AXIS = "batch"
 
@@ -555,11 +555,10 @@ def rollout_batch(
     q0s = jnp.asarray(q0s)
     qd0s = jnp.asarray(qd0s)
     if q0s.ndim != 2:
-        raise ValueError(f"`q0s` must have shape (B, n) (a batch of states), got {q0s.shape}")
+        raise shape_error("q0s", "have shape (B, n) (a batch of states)", q0s.shape)
     if qd0s.shape != q0s.shape:
-        raise ValueError(f"`qd0s` must have the shape of `q0s` {q0s.shape}, got {qd0s.shape}")
-    if not jnp.issubdtype(q0s.dtype, jnp.inexact):
-        q0s = q0s.astype(jnp.result_type(float))
+        raise shape_error("qd0s", f"have the shape of `q0s` {q0s.shape}", qd0s.shape)
+    q0s = as_float(q0s)
     qd0s = qd0s.astype(q0s.dtype)
     ts = jnp.asarray(ts, dtype=q0s.dtype)
     if ts.ndim != 1 or ts.shape[0] < 2:
@@ -576,7 +575,7 @@ def rollout_batch(
                 f"`mu0s` must have shape (B, m) with B={q0s.shape[0]}, got {mu0s.shape}"
             )
     _check_p_axes(p_axes, ps)
-    ps = as_dynamic("p", ps)  # new parameter values are new inputs, not a new program
+    ps = as_dynamic("params", ps)  # new parameter values are new inputs, not a new program
     fn = _Rollout(system, ts, prescription, dict(simulate_kwargs))
     args = (q0s, qd0s, ps, mu0s)
     in_axes = (0, 0, p_axes, None if mu0s is None else 0)

@@ -7,35 +7,24 @@ compiled once per system, argument structure and shape. Before the compiled prog
 looked up, the *values* a user changes between calls — times, states, multipliers and the
 floating-point leaves of the parameters — are turned into arrays, so that a new value of a
 Python float is a new input, not a new program (`equinox.filter_jit` treats Python scalars
-as static). Configuration (tolerances, solvers, step-size controllers, `max_steps`) stays
+as static). Which arguments are data is said at each use of `compiled`, never guessed from
+their names. Configuration (tolerances, solvers, step-size controllers, `max_steps`) stays
 static: changing it compiles anew, as it should.
 """
 
 import functools
 import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-#: Arguments whose every numeric leaf is data (a time, a state, multipliers).
-_STATE_ARGS = frozenset({"q", "qd", "mu", "q0", "qd0", "mu0", "qs"})
-#: Arguments whose floating-point leaves are data (parameters); integers and booleans
-#: in them may be structural (a link count, a flag) and stay static.
-_PARAM_ARGS = frozenset({"p"})
-
-
-_DATA_ARGS = _STATE_ARGS | _PARAM_ARGS | frozenset({"t", "t0", "t1", "dt0"})
-
 
 def _is_number(x) -> bool:
     return isinstance(x, (int, float, complex, np.number)) and not isinstance(x, (bool, np.bool_))
-
-
-_TIME_ARGS = frozenset({"t", "t0", "t1", "dt0"})
 
 
 def _state_leaf(x):
@@ -56,17 +45,32 @@ def _param_leaf(x):
     return x
 
 
-def as_dynamic(name: str, value):
-    """`value` with the leaves that are data (see module docstring) as JAX arrays."""
-    if name in _TIME_ARGS:
-        return jax.tree.map(_time_leaf, value)
-    if name in _STATE_ARGS:
-        if isinstance(value, (list, tuple)) and value and all(map(_is_number, value)):
-            return jnp.asarray(value)
-        return jax.tree.map(_state_leaf, value)
-    if name in _PARAM_ARGS:
-        return jax.tree.map(_param_leaf, value)
-    return value
+def _times(value):
+    return jax.tree.map(_time_leaf, value)
+
+
+def _states(value):
+    if isinstance(value, (list, tuple)) and value and all(map(_is_number, value)):
+        return jnp.asarray(value)
+    return jax.tree.map(_state_leaf, value)
+
+
+def _params(value):
+    return jax.tree.map(_param_leaf, value)
+
+
+#: The kinds of data argument, and how each is made an array: `times` (every number a
+#: scalar of the default float dtype), `states` (every numeric leaf: coordinates,
+#: velocities, multipliers; a list of numbers is one array) and `params` (the
+#: floating-point leaves only: integers and booleans in parameters may be structural, a
+#: link count or a flag, and stay static).
+_KINDS = {"times": _times, "states": _states, "params": _params}
+
+
+def as_dynamic(kind: str, value):
+    """`value` with the leaves that are data of `kind` (`"times"`, `"states"` or
+    `"params"`, see `_KINDS`) as JAX arrays."""
+    return _KINDS[kind](value)
 
 
 def _concrete_and_finite(value) -> bool:
@@ -82,8 +86,21 @@ def _concrete_and_finite(value) -> bool:
     return True
 
 
-def compiled(fn: Callable | None = None, *, precheck: Callable | None = None) -> Callable:
+def compiled(
+    fn: Callable | None = None,
+    *,
+    times: Sequence[str] = (),
+    states: Sequence[str] = (),
+    params: Sequence[str] = (),
+    precheck: Callable | None = None,
+) -> Callable:
     """Run `fn` as one `equinox.filter_jit`-compiled program, with data arguments as arrays.
+
+    The data arguments are named at each use site, by kind (see `_KINDS`), e.g.
+    `@compiled(times=("t",), states=("q", "qd"), params=("p",))`; every other argument is
+    configuration and stays static. A name that is not an argument of `fn` raises
+    `TypeError` when `fn` is decorated, and so does a decorator that names none: a new
+    entry point must say which of its arguments are data, not leave a Python float static.
 
     The wrapper keeps `fn`'s signature and docstring. Inside an outer `jax.jit`, `vmap` or
     `grad` it only adds a nested (inlined) call. A concrete non-finite data argument (a NaN
@@ -93,9 +110,36 @@ def compiled(fn: Callable | None = None, *, precheck: Callable | None = None) ->
     when the call is eager) before the compiled program: checks of values that are only
     errors in combination (a step pointing away from `t1`) raise there at once.
     """
+    kinds = {"times": times, "states": states, "params": params}
+    for kind, names in kinds.items():
+        if isinstance(names, str):
+            raise TypeError(
+                f"compiled: `{kind}` must be a tuple of argument names, got the string "
+                f"{names!r}: write {kind}=({names!r},)"
+            )
     if fn is None:
-        return functools.partial(compiled, precheck=precheck)
+        return functools.partial(
+            compiled, times=times, states=states, params=params, precheck=precheck
+        )
+    where = f"@compiled on {getattr(fn, '__qualname__', fn)}"
+    dynamic = {name: kind for kind, names in kinds.items() for name in names}
+    if not dynamic:
+        raise TypeError(
+            f"{where}: name the arguments that are data, e.g. "
+            '@compiled(times=("t",), states=("q", "qd"), params=("p",)); every argument '
+            "not named stays static, and a Python float there compiles a program per value"
+        )
+    if len(dynamic) != sum(len(names) for names in kinds.values()):
+        seen = [name for names in kinds.values() for name in names]
+        twice = sorted({name for name in seen if seen.count(name) > 1})
+        raise TypeError(f"{where}: arguments {twice} are named under more than one kind")
     signature = inspect.signature(fn)
+    unknown = [name for name in dynamic if name not in signature.parameters]
+    if unknown:
+        raise TypeError(
+            f"{where}: {fn.__name__}{signature} has no argument(s) {unknown} (named as data)"
+        )
+    convert = {name: _KINDS[kind] for name, kind in dynamic.items()}
     jitted = eqx.filter_jit(fn)
 
     @functools.wraps(fn)
@@ -106,8 +150,8 @@ def compiled(fn: Callable | None = None, *, precheck: Callable | None = None) ->
             raise TypeError(f"{fn.__name__}{signature}: {e}") from None
         finite = True
         for name, value in bound.arguments.items():
-            bound.arguments[name] = value = as_dynamic(name, value)
-            if name in _DATA_ARGS:
+            if name in convert:
+                bound.arguments[name] = value = convert[name](value)
                 finite = finite and _concrete_and_finite(value)
         if not finite:
             return fn(*bound.args, **bound.kwargs)
@@ -134,10 +178,10 @@ def enable_compilation_cache(
     **What is not cached.** JAX does not write programs that contain host callbacks to the
     persistent cache, and constrax's runtime checks (`equinox.error_if`: max steps, NaN,
     singular matrices) are host callbacks. With the checks on, only the small programs are
-    kept; measured on the README quickstart (2-core CPU): 24.2 s CPU in a first process,
-    22.5 s in a second. Setting `EQX_ON_ERROR=nan` in the environment before importing
-    equinox makes a failed check return NaN instead of raising — no message, but the
-    programs become cacheable: 23.9 s, then 12.4 s (what remains is tracing).
+    kept, and a second process saves little. Setting `EQX_ON_ERROR=nan` in the environment
+    before importing equinox makes a failed check return NaN instead of raising — no
+    message, but the programs become cacheable, and a second process then only traces
+    (docs page "Getting started" gives the times).
 
     Setting the environment variable `CONSTRAX_COMPILATION_CACHE` (to a directory, or to `1`
     for the default one) before `import constrax` does the same

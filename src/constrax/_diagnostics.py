@@ -7,7 +7,6 @@ $E[L, M]$), docs/concepts/singular.md (the rank of $A$).
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Float, Int
 
 from ._checks import check_system
@@ -25,6 +24,7 @@ from ._system import (
     position_residual,
     stacked_residual,
 )
+from ._tolerances import rank_rtol
 
 
 def _prepare(system, t, q, qd, p):
@@ -35,7 +35,7 @@ def _prepare(system, t, q, qd, p):
     return t, q, qd
 
 
-@compiled
+@compiled(times=("t",), states=("q", "qd"), params=("p",))
 def energy(system: System, t: Time, q, qd, p: Params = None) -> Float[Array, ""]:
     r"""Energy function $E = \dot q\cdot\partial L/\partial\dot q - L$.
 
@@ -53,7 +53,7 @@ def energy(system: System, t: Time, q, qd, p: Params = None) -> Float[Array, ""]
     return dL - L
 
 
-@compiled
+@compiled(times=("t",), states=("q", "qd", "mu"), params=("p",))
 def effective_energy(system: System, t: Time, q, qd, mu, p: Params = None) -> Float[Array, ""]:
     r"""Vakonomic effective energy $E[L, M] = E - \mu^a\dot q^i\,\partial c_a/\partial\dot q^i$.
 
@@ -89,7 +89,7 @@ class ConstraintResidual(eqx.Module):
         return jnp.max(both, initial=0.0)
 
 
-@compiled
+@compiled(times=("t",), states=("q", "qd"), params=("p",))
 def constraint_residual(system: System, t: Time, q, qd, p: Params = None) -> ConstraintResidual:
     r"""Position residual $g(t, q)$ (holonomic rows) and velocity residual $c(t, q, \dot q)$.
 
@@ -107,7 +107,7 @@ def constraint_residual(system: System, t: Time, q, qd, p: Params = None) -> Con
     )
 
 
-@compiled
+@compiled(times=("t",), states=("q", "qd"), params=("p",))
 def constraint_jacobian(system: System, t: Time, q, qd, p: Params = None) -> Float[Array, "m n"]:
     r"""$A = \partial c/\partial\dot q$: the stacked one-form rows (for linear constraints,
     independent of `qd`).
@@ -129,7 +129,7 @@ class ConstraintRank(eqx.Module):
     singular_values: Float[Array, " k"]
 
 
-@compiled
+@compiled(times=("t",), states=("q", "qd"), params=("p",))
 def constraint_rank(
     system: System, t: Time, q, qd, p: Params = None, *, rtol: float | None = None
 ) -> ConstraintRank:
@@ -150,11 +150,11 @@ def constraint_rank(
     if A.shape[0] == 0:
         return ConstraintRank(jnp.zeros((), jnp.int32), jnp.zeros((0,), A.dtype))
     sv = jnp.linalg.svd(A, compute_uv=False)
-    rtol = float(np.sqrt(np.finfo(A.dtype).eps)) if rtol is None else rtol
+    rtol = rank_rtol(A.dtype) if rtol is None else rtol
     return ConstraintRank(jnp.sum(sv > rtol * sv[0]).astype(jnp.int32), sv)
 
 
-@compiled
+@compiled(times=("t",), states=("q", "qd", "mu"), params=("p",))
 def reaction_power(
     system: System,
     t: Time,

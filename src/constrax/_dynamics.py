@@ -163,20 +163,6 @@ def _step(
     return _Step(q_dot, qd_used, qdd, lam, state, A, b, force)
 
 
-def default_consistency_rtol(dtype) -> float:
-    """Default relative tolerance of the acceleration-level residual (`inconsistent`).
-
-    `0.05` in float64, `0.2` in float32. Contradicting rows at a singular configuration miss
-    by a finite fraction of the rows' scale (11 % for the snake cart state of the docs page
-    "The saddle-point solve"). An unstabilised run through a singular configuration leaves
-    a residual from its drift: measured on the snake cart, $10^{-5}$–$10^{-4}$ in float64
-    at rtol $10^{-10}$, 1–3 % at the default rtol $10^{-8}$, and 3–10 % in float32, where
-    the rank cut-off also drops near-singular rows in a wide band. The defaults sit above
-    those; `Projection` stabilisation removes the drift.
-    """
-    return 0.05 if np.finfo(dtype).bits >= 64 else 0.2
-
-
 def inconsistent(A, qdd, b, rtol) -> tuple[Array, Array]:
     r"""$(r, \text{flag})$: the acceleration-level residual $r = A\ddot q - b$ and whether
     $|r|_\infty > \text{rtol}\,(|b|_\infty + |A|_\infty|\ddot q|_\infty + \text{tiny})$.
@@ -193,7 +179,7 @@ def inconsistent(A, qdd, b, rtol) -> tuple[Array, Array]:
     return r, jax.lax.stop_gradient(flag)
 
 
-@compiled
+@compiled(times=("t",), states=("q", "qd", "mu"), params=("p",))
 def accelerations(
     system: System,
     t: Time,

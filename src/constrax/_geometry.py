@@ -29,39 +29,19 @@ from jaxtyping import Array, Bool, Float, Int
 
 from ._compilation import compiled
 from ._custom_types import OneFormFn, Params, Time
-from ._system import System, as_time, constraint_row_counts, constraint_terms, row_names
+from ._system import (
+    System,
+    as_configurations,
+    as_coordinates,
+    as_time,
+    constraint_row_counts,
+    constraint_terms,
+    row_names,
+)
+from ._tolerances import rank_rtol
 
 VectorField = Callable[[Float[Array, " n"]], Float[Array, " n"]]
 """A vector field `X(q) -> (n,)` on configuration space (time and parameters closed over)."""
-
-
-def _default_rtol(dtype) -> float:
-    return float(np.sqrt(np.finfo(dtype).eps))
-
-
-def _as_q(q, name: str = "q") -> Array:
-    q = jnp.asarray(q)
-    if q.ndim != 1:
-        raise ValueError(
-            f"`{name}` must be a 1-D array of generalized coordinates, got shape {q.shape}"
-        )
-    if not jnp.issubdtype(q.dtype, jnp.inexact):
-        q = q.astype(jnp.result_type(float))
-    return q
-
-
-def _as_batch(qs, name: str = "qs") -> Array:
-    qs = jnp.asarray(qs)
-    if qs.ndim == 1:
-        qs = qs[None]
-    if qs.ndim != 2:
-        raise ValueError(
-            f"`{name}` must be one configuration (n,) or a batch (k, n) of them, got shape "
-            f"{qs.shape}"
-        )
-    if not jnp.issubdtype(qs.dtype, jnp.inexact):
-        qs = qs.astype(jnp.result_type(float))
-    return qs
 
 
 def one_form_fn(source: System | OneFormFn, t: Time, p: Params, n: int, dtype) -> Callable:
@@ -107,7 +87,7 @@ def one_form_fn(source: System | OneFormFn, t: Time, p: Params, n: int, dtype) -
     )
 
 
-@compiled
+@compiled(times=("t",), states=("q",), params=("p",))
 def curl(
     source: System | OneFormFn, t: Time, q: Float[Array, " n"], p: Params = None
 ) -> Float[Array, "m n n"]:
@@ -135,7 +115,7 @@ def curl(
     cx.curl(knife, 0.0, jnp.zeros(3))[0]  # dω = -cos θ dθ∧dx - sin θ dθ∧dy
     ```
     """
-    q = _as_q(q)
+    q = as_coordinates(q)
     omega = one_form_fn(source, t, p, q.shape[0], q.dtype)
     J = jax.jit(jax.jacfwd(omega))(q)  # J[a, j, i] = d omega_aj / d q^i
     return jnp.swapaxes(J, 1, 2) - J
@@ -149,7 +129,7 @@ def _kernel_projector(A: Array, rtol: float) -> Array:
     return jnp.eye(n, dtype=A.dtype) - jnp.linalg.pinv(A, rtol=rtol) @ A
 
 
-@compiled
+@compiled(times=("t",), states=("q",), params=("p",))
 def frobenius_residual(
     source: System | OneFormFn,
     t: Time,
@@ -178,8 +158,8 @@ def frobenius_residual(
     cx.frobenius_residual(system, 0.0, q, p)   # > 0: the knife edge is not integrable
     ```
     """
-    q = _as_q(q)
-    rtol = _default_rtol(q.dtype) if rtol is None else rtol
+    q = as_coordinates(q)
+    rtol = rank_rtol(q.dtype) if rtol is None else rtol
     omega = one_form_fn(source, t, p, q.shape[0], q.dtype)
     A = omega(q)
     C = curl(source, t, q, p)
@@ -255,7 +235,7 @@ def is_integrable(
     """
     if atol < 0:
         raise ValueError(f"`atol` must be non-negative, got {atol}")
-    qs = _as_batch(q, "q")
+    qs = as_configurations(q, "q")
     if key is not None:
         if num_samples < 1:
             raise ValueError(
@@ -325,7 +305,7 @@ def _svd_rank(A: Array, rtol: float):
     return U, s, Vt.T, rank
 
 
-@compiled
+@compiled(times=("t",), states=("q",), params=("p",))
 def constraint_distribution(
     source: System | OneFormFn,
     t: Time,
@@ -351,8 +331,8 @@ def constraint_distribution(
     D.dimension, D.kernel_basis()
     ```
     """
-    q = _as_q(q)
-    rtol = _default_rtol(q.dtype) if rtol is None else rtol
+    q = as_coordinates(q)
+    rtol = rank_rtol(q.dtype) if rtol is None else rtol
     A = one_form_fn(source, t, p, q.shape[0], q.dtype)(q)
     _, s, V, rank = _svd_rank(A, rtol)
     return ConstraintDistribution(
@@ -437,9 +417,9 @@ def find_singular_configurations(
     res.report()  # [(q, ['wheels[0]', 'wheels[1]']), ...] at phi = ±pi/2
     ```
     """
-    qs = _as_batch(qs, "qs")
+    qs = as_configurations(qs, "qs")
     n = qs.shape[1]
-    rtol = _default_rtol(qs.dtype) if rtol is None else rtol
+    rtol = rank_rtol(qs.dtype) if rtol is None else rtol
     omega = one_form_fn(source, t, p, n, qs.dtype)
 
     def one(q):
@@ -539,9 +519,9 @@ def distribution_fields(
     cx.lie_bracket(X[0], X[1])(q)              # leaves D: the sleigh is nonholonomic
     ```
     """
-    q = _as_q(q)
+    q = as_coordinates(q)
     n = q.shape[0]
-    rtol = _default_rtol(q.dtype) if rtol is None else rtol
+    rtol = rank_rtol(q.dtype) if rtol is None else rtol
     omega = one_form_fn(source, t, p, n, q.dtype)
     A0 = omega(q)
     _, _, V, rank = _svd_rank(A0, rtol)
@@ -614,11 +594,11 @@ def accessibility_rank(
     cx.accessibility_rank(model.system, 0.0, model.q0, model.params, depth=2).full  # True
     ```
     """
-    q = _as_q(q)
+    q = as_coordinates(q)
     n = q.shape[0]
     if not isinstance(depth, int) or depth < 1:
         raise ValueError(f"`depth` must be an integer >= 1, got {depth!r}")
-    rtol_ = _default_rtol(q.dtype) if rtol is None else rtol
+    rtol_ = rank_rtol(q.dtype) if rtol is None else rtol
     if isinstance(source, System) or (callable(source) and not isinstance(source, Sequence)):
         fields = distribution_fields(source, t, q, p, rtol=rtol)
     else:

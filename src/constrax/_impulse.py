@@ -22,7 +22,6 @@ the motion's own, $d = \dot q^+$: a fixed point, found by iterating from $d = \d
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from ._checks import check_system
@@ -37,6 +36,7 @@ from ._system import (
     constraint_terms,
     euler_lagrange_terms,
 )
+from ._tolerances import rank_rtol
 
 
 class ImpulsiveJump(eqx.Module):
@@ -58,7 +58,7 @@ class ImpulsiveJump(eqx.Module):
     converged: Bool[Array, ""]
 
 
-@compiled
+@compiled(times=("t",), states=("q", "qd"), params=("p",))
 def impulsive_jump(
     system: System,
     t: Time,
@@ -107,7 +107,7 @@ def impulsive_jump(
     q, qd = check_state(q, qd)
     t = as_time(t, q)
     m = sum(constraint_row_counts(system, t, q, qd, p))
-    rtol = float(np.sqrt(np.finfo(q.dtype).eps)) if rtol is None else rtol
+    rtol = rank_rtol(q.dtype) if rtol is None else rtol
     lagrangian = lambda t_, q_, v_: system.lagrangian(t_, q_, v_, p)
     W = euler_lagrange_terms(lagrangian, t, q, qd, bias=False)[0]
     zero = jnp.zeros((), q.dtype)

@@ -6,6 +6,8 @@ is `_dynamics._step`. Every diffrax solver, step-size controller, `SaveAt`, adjo
 progress meter passes through unchanged.
 """
 
+from typing import Any
+
 import diffrax
 import equinox as eqx
 import jax
@@ -37,7 +39,6 @@ from ._dynamics import (
     _step,
     accelerations,
     check_mu,
-    default_consistency_rtol,
     inconsistent,
 )
 from ._guards import attach_check, checked
@@ -59,10 +60,24 @@ from ._system import (
     stacked_residual,
 )
 from ._tolerances import (
+    consistency_rtol as default_consistency_rtol,
     initial_tolerance as default_initial_tolerance,
     integration_tolerance,
     projection_tolerance,
 )
+
+
+class _DtypeDefault:
+    """The default of an option whose value depends on the working dtype (read in its
+    docstring); a distinct object, so that `None` stays free to mean "off"."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<dtype default>"
+
+
+_DEFAULT: Any = _DtypeDefault()  # `Any`: a valid default of any annotated option
 
 _MAX_STEPS = (
     "constrax.simulate: the solver took `max_steps` steps without reaching t1. Increase "
@@ -158,8 +173,8 @@ class _VectorField(eqx.Module):
         # and transpose per jaxpr, so that the repeated traces of one solver step that a
         # checkpointed reverse pass makes (equinox's fixed point on which loop carries
         # have nonzero cotangents) reuse them (tests/test_compilation.py counts the
-        # traces). Tracing the tilted disk's gradient took 18.5 s CPU before, 6.7 s
-        # after; XLA inlines the call: run time is unchanged.
+        # traces; docs/benchmarks.md gives the trace times). XLA inlines the call, so
+        # run time is unchanged.
         return _vector_field(self, t, y, p)
 
     def evaluate(self, t, y, p):
@@ -288,7 +303,7 @@ class Trajectory(eqx.Module):
         return self.solution.evaluate(t)
 
 
-@compiled
+@compiled(times=("t0",), states=("q0", "qd0"), params=("p",))
 def consistent_initial_state(
     system: System,
     t0,
@@ -404,7 +419,12 @@ def _check_projected(system, layout, t0, q, qd, p, converged, tolerance, max_ste
 
 
 @forward_mode_hint
-@compiled(precheck=lambda args: check_times(args["t0"], args["t1"], args["dt0"]))
+@compiled(
+    times=("t0", "t1", "dt0"),
+    states=("q0", "qd0", "mu0"),
+    params=("p",),
+    precheck=lambda args: check_times(args["t0"], args["t1"], args["dt0"]),
+)
 def simulate(
     system: System,
     q0: Float[Array, " n"],
@@ -426,7 +446,7 @@ def simulate(
     stabilisation: AbstractStabilisation | None = VELOCITY_PROJECTION,
     project_initial: bool = False,
     initial_tolerance: float | None = None,
-    consistency_rtol: float | None | str = "default",
+    consistency_rtol: float | None = _DEFAULT,
     throw: bool = True,
 ) -> Trajectory:
     r"""Integrate the constrained equations of motion with `diffrax.diffeqsolve`.
@@ -473,8 +493,7 @@ def simulate(
       `consistency_rtol` times the rows' scale (see `Accelerations.acceleration_residual`);
       default `0.05` in float64 (`0.2` in float32): contradicting rows miss by a finite
       fraction of their scale, while the drift of an unstabilised run through a singular
-      configuration stays below (1–3 % on the snake cart at the default tolerance);
-      `None` turns the check off.
+      configuration stays below (docs page "Precision"); `None` turns the check off.
     - `throw`: raise on a failed solve (max steps, non-finite values); with `False`
       inspect `Trajectory.result`.
 
@@ -529,12 +548,12 @@ def simulate(
     if saveat is None:
         saveat = diffrax.SaveAt(t1=True)
     y0 = (q0, qd0) if mu0 is None else (q0, qd0, mu0)
-    if isinstance(consistency_rtol, str):
-        if consistency_rtol != "default":
-            raise ValueError(
-                f"`consistency_rtol` must be a non-negative float or None, got {consistency_rtol!r}"
-            )
+    if consistency_rtol is _DEFAULT:
         consistency_rtol = default_consistency_rtol(q0.dtype)
+    elif isinstance(consistency_rtol, str):
+        raise ValueError(
+            f"`consistency_rtol` must be a non-negative float or None, got {consistency_rtol!r}"
+        )
     vf = _VectorField(
         system, prescription, constraint_solver, stabilisation, mask, consistency_rtol
     )

@@ -30,10 +30,10 @@ import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
-import numpy as np
 from jaxtyping import Array, Float, Int
 
 from ._guards import checked
+from ._tolerances import pivot_rtol, rank_rtol, switch_rtol
 
 _SINGULAR_KKT = (
     "constrax: the saddle-point matrix [[W, A^T], [A, 0]] is singular. Either the constraint "
@@ -47,10 +47,6 @@ _SINGULAR_MASS = (
     "velocities ker A (the Cholesky factor of W + k A^T A is not finite). Check the "
     "Lagrangian's kinetic energy, its parameters, and that the state is finite."
 )
-
-
-def _default_rtol(dtype) -> float:
-    return float(np.sqrt(np.finfo(dtype).eps))
 
 
 class AbstractConstraintSolver(eqx.Module):
@@ -104,7 +100,7 @@ class KKT(AbstractConstraintSolver):
         K = jnp.block([[W, A.T], [A, jnp.zeros((m, m), W.dtype)]])
         lu, piv = jsl.lu_factor(jax.lax.stop_gradient(K))
         d = jnp.abs(jnp.ravel(lu)[:: n + m + 1])
-        rtol = 100 * float(np.finfo(W.dtype).eps) if self.pivot_rtol is None else self.pivot_rtol
+        rtol = pivot_rtol(W.dtype) if self.pivot_rtol is None else self.pivot_rtol
         singular = jax.lax.stop_gradient(
             ~jnp.all(jnp.isfinite(d)) | (jnp.min(d) <= rtol * jnp.max(d))
         )
@@ -191,7 +187,7 @@ class UdwadiaKalaba(AbstractConstraintSolver):
             Bpinv = jnp.zeros((n, 0), W.dtype)
         else:
             B = jsl.solve_triangular(L, A.T, lower=True).T  # A L^{-T}
-            rtol = _default_rtol(W.dtype) if self.rtol is None else self.rtol
+            rtol = rank_rtol(W.dtype) if self.rtol is None else self.rtol
             Bpinv = jnp.linalg.pinv(B, rtol=rtol)
         return _UKState(L, A, kappa, Bpinv, B)
 
@@ -252,9 +248,7 @@ class AutoSolver(AbstractConstraintSolver):
     rtol: float | None = None
 
     def _kkt(self, dtype):
-        rtol = self.switch_rtol
-        if rtol is None:
-            rtol = 1e-10 if np.finfo(dtype).bits >= 64 else float(np.sqrt(np.finfo(dtype).eps))
+        rtol = switch_rtol(dtype) if self.switch_rtol is None else self.switch_rtol
         return KKT(pivot_rtol=rtol, throw=False)
 
     def _uk(self):

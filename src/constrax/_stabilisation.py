@@ -111,9 +111,8 @@ VELOCITY_PROJECTION = Projection(alpha=10.0, beta=0.0)
 `Projection(alpha=10.0, beta=0.0)`, the velocity projection without the position
 correction. The position correction $\beta W^{-1}A^\top(AW^{-1}A^\top)^+ g$ divides by
 the smallest singular value of $A$ off the constraint manifold, which makes redundant
-holonomic rows (loop closures) stiff: measured on the MJCF loop of
-`experiments/mjcf_soft_equality.py`, 142 steps without stabilisation, 511 with
-`Projection(10, 0)` and more than 16384 with `Projection(10, 10)`."""
+holonomic rows (loop closures) stiff (docs/concepts/stabilisation.md counts the steps on
+an MJCF loop)."""
 
 
 def stabilisation_dtmax(
@@ -126,10 +125,9 @@ def stabilisation_dtmax(
     On a consistent state the decaying modes are not excited, so an adaptive controller
     sees no error from them and may take steps with $\text{rate}\cdot\Delta t \gg 1$;
     derivatives (forward or reverse) *do* excite them, and an explicit step that far
-    outside its stability region returns a wrong gradient with a right forward value
-    (measured: $d/dk$ of the nonholonomic particle, three steps to $t = 1$, AD $-69.3$
-    against $+1.00$ by central differences). Capping $\Delta t \le 1/\text{rate}$ makes
-    them agree to $3\times10^{-7}$ or better (docs/concepts/gradients.md).
+    outside its stability region returns a wrong gradient with a right forward value.
+    Capping $\Delta t \le 1/\text{rate}$ keeps the step inside it, and AD agrees with
+    finite differences again (docs/concepts/gradients.md has the figures).
     """
     if stabilisation is None or not constrained:
         return None

@@ -141,20 +141,55 @@ def as_time(t, q: Array) -> Array:
     return t.astype(q.dtype)
 
 
+# ----------------------------------------------------------------------------------------
+# State coercion: every array a user passes as coordinates, velocities or 3-vectors (here,
+# in the geometry, `rollout_batch` and `cx.rigid`) is made a float array by `as_float` and,
+# if its shape is wrong, refused by `shape_error`, which names the argument.
+
+
+def as_float(x, dtype=None) -> Array:
+    """`x` as a JAX array of an inexact dtype: integer or boolean entries become `dtype`
+    (default: JAX's default float); floating and complex arrays keep theirs."""
+    x = jnp.asarray(x)
+    if not jnp.issubdtype(x.dtype, jnp.inexact):
+        x = x.astype(jnp.result_type(float) if dtype is None else dtype)
+    return x
+
+
+def shape_error(name: str, expected: str, shape: tuple[int, ...]) -> ValueError:
+    """The one wording of a wrong shape: ``"`name` must <expected>, got shape <shape>"``."""
+    return ValueError(f"`{name}` must {expected}, got shape {tuple(shape)}")
+
+
+def as_coordinates(q, name: str = "q") -> Array:
+    """One configuration `(n,)`, as a float array; `ValueError` naming `name` otherwise."""
+    q = jnp.asarray(q)
+    if q.ndim != 1:
+        raise shape_error(name, "be a 1-D array of generalized coordinates", q.shape)
+    return as_float(q)
+
+
+def as_configurations(qs, name: str = "qs") -> Array:
+    """One configuration `(n,)` or a batch `(k, n)` of them, as a float `(k, n)` array."""
+    qs = jnp.asarray(qs)
+    if qs.ndim == 1:
+        qs = qs[None]
+    if qs.ndim != 2:
+        raise shape_error(name, "be one configuration (n,) or a batch (k, n) of them", qs.shape)
+    return as_float(qs)
+
+
 def check_state(q, qd) -> tuple[Array, Array]:
-    """Validate the coordinate/velocity arrays; returns them as inexact arrays."""
+    """Validate the coordinate/velocity arrays; returns them as inexact arrays (`qd` in the
+    dtype of `q`)."""
     q = jnp.asarray(q)
     qd = jnp.asarray(qd)
-    if q.ndim != 1:
-        raise ValueError(f"`q` must be a 1-D array of generalized coordinates, got shape {q.shape}")
+    q = as_coordinates(q)
     if qd.shape != q.shape:
         raise ValueError(
             f"`q` and `qd` must have the same shape, got q.shape={q.shape} and qd.shape={qd.shape}"
         )
-    if not jnp.issubdtype(q.dtype, jnp.inexact):
-        q = q.astype(jnp.result_type(float))
-    qd = qd.astype(q.dtype)
-    return q, qd
+    return q, qd.astype(q.dtype)
 
 
 def _row_count(label: str, what: str, shape: tuple[int, ...]) -> int:
@@ -304,7 +339,7 @@ def generalized_force(system: System, t, q, qd, p) -> Float[Array, " n"]:
     return jnp.asarray(system.force(t, q, qd, p), dtype=q.dtype)
 
 
-@compiled
+@compiled(times=("t",), states=("q", "qd"), params=("p",))
 def mass_matrix(system: System, t: Time, q, qd, p: Params) -> Float[Array, "n n"]:
     r"""The mass matrix $W = \partial^2 L / \partial\dot q^2$ (by autodiff).
 

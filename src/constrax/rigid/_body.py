@@ -24,6 +24,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._constraints import Holonomic
+from .._system import as_float, shape_error
 from .._tolerances import rounding_tolerance
 from ._orientation import AbstractOrientation, Quaternion, check_rotation
 from ._so3 import cross
@@ -319,10 +320,5 @@ def check_point(X, name: str, dtype=None) -> Array:
     """A 3-vector (body-frame point, spatial offset or direction); ValueError otherwise."""
     X = jnp.asarray(X)
     if X.shape != (3,):
-        raise ValueError(
-            f"`{name}` must be a 3-vector of shape (3,) (a single point/direction), got shape "
-            f"{X.shape}"
-        )
-    if not jnp.issubdtype(X.dtype, jnp.inexact):
-        X = X.astype(jnp.result_type(float) if dtype is None else dtype)
-    return X
+        raise shape_error(name, "be a 3-vector of shape (3,) (a single point/direction)", X.shape)
+    return as_float(X, dtype)

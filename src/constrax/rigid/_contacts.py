@@ -428,8 +428,8 @@ def rolling_contact(
     body), and is holonomic at the position level (`cx.Pfaffian(..., position=height)`);
     the two tangential rows are the non-integrable rows of `no_slip`. The same rows as
     `[plane_contact(...), no_slip(...)]` and the same dynamics, with the contact geometry
-    $\Delta(q)$ traced once for all three rows instead of once per constraint (the tilted
-    rolling disk's vector field: 1732 → 1312 jaxpr equations).
+    $\Delta(q)$ traced once for all three rows instead of once per constraint
+    (docs/concepts/rigid.md gives the equation counts).
 
     **Returns:** a list of one constraint (3 rows, named `"<name>.rolling"`), to splice into
     `System(constraints=...)`.

@@ -12,11 +12,11 @@ $\min\{\tilde n + \tilde m, 6\}$, $\tilde n = \min\{n, 3\}$, $\tilde m = \min\{m
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from .._constraints import AbstractConstraint
-from .._system import as_time, check_state
+from .._system import as_float, as_time, check_state, shape_error
+from .._tolerances import rank_rtol
 from ._body import RigidBody
 from ._so3 import cross
 
@@ -26,12 +26,8 @@ def _rows3(x, name) -> Array:
     if x.ndim == 1:
         x = x[None]
     if x.ndim != 2 or x.shape[1] != 3:
-        raise ValueError(
-            f"`{name}` must have shape (k, 3) (one 3-vector per constraint), got {x.shape}"
-        )
-    if not jnp.issubdtype(x.dtype, jnp.inexact):
-        x = x.astype(jnp.result_type(float))
-    return x
+        raise shape_error(name, "have shape (k, 3) (one 3-vector per constraint)", x.shape)
+    return as_float(x)
 
 
 def angular_rows(axes: Float[ArrayLike, "n 3"]) -> Float[Array, "n 6"]:
@@ -120,7 +116,7 @@ def primary_constraint_analysis(
 
 
 def _analyse(rows, n: int, m: int, rtol) -> PrimaryConstraintAnalysis:
-    rtol = float(np.sqrt(np.finfo(rows.dtype).eps)) if rtol is None else rtol
+    rtol = rank_rtol(rows.dtype) if rtol is None else rtol
     _, s, Vt = jnp.linalg.svd(rows, full_matrices=True)
     rank = jnp.sum(s > rtol * jnp.maximum(1.0, s[0])).astype(jnp.int32)
     dim = (6 - rank).astype(jnp.int32)
