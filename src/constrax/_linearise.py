@@ -59,6 +59,7 @@ from ._system import (
     row_layout,
     stacked_residual,
 )
+from ._tolerances import rank_rtol
 from .fit._controls import AbstractControl
 
 ControlWhere = Callable[[Params], Array]
@@ -219,7 +220,7 @@ def _rank_message(rank: int) -> str:
     )
 
 
-@compiled
+@compiled(times=("t",), states=("q", "qd"), params=("p",))
 def linearise(
     system: System,
     t: Time,
@@ -300,7 +301,7 @@ def linearise(
             f"`rank` must be an integer between 0 and the {rows} stacked constraint rows, "
             f"got {rank!r}"
         )
-    rtol = float(np.sqrt(np.finfo(q.dtype).eps)) if rtol is None else float(rtol)
+    rtol = rank_rtol(q.dtype) if rtol is None else float(rtol)
     state = tuple(i for i in range(n) if i not in cyc) + tuple(range(n, 2 * n))
     if 2 * n - len(cyc) - rank <= 0:
         raise ValueError(
@@ -524,7 +525,7 @@ def _weights(W, size: int, name: str, dtype) -> Array:
     )
 
 
-@compiled
+@compiled(times=("ts",), states=("qs", "qds", "us"), params=("p", "Q", "R", "Qf"))
 def tvlqr(
     system: System,
     ts: Float[ArrayLike, " N"],
