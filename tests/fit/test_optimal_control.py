@@ -100,7 +100,15 @@ def _dense(nlp, z, lam, sigma):
     return J, H
 
 
-def test_sparse_jacobian_and_hessian_equal_dense_autodiff_and_finite_differences():
+@pytest.mark.parametrize(
+    "transcription",
+    [
+        fit.HermiteSimpson(3),
+        pytest.param(fit.DirectMultipleShooting(3, 2), marks=pytest.mark.slow),
+    ],
+    ids=["hermite-simpson", "multiple-shooting"],
+)
+def test_sparse_jacobian_and_hessian_equal_dense_autodiff_and_finite_differences(transcription):
     """Every branch of the NLP (free final time, an optimised parameter, running and
     terminal costs, terminal and path constraints, a free initial velocity so the node-0
     manifold rows are in): the block-sparse values equal dense `jax.jacfwd`/`jax.hessian`
@@ -124,7 +132,7 @@ def test_sparse_jacobian_and_hessian_equal_dense_autodiff_and_finite_differences
         terminal_constraint=lambda t, q, qd, p: jnp.array([qd[0] * q[2]]),
         path_constraint=lambda t, q, qd, u, p: jnp.array([u @ u - 4.0, q[1] * qd[2] * t]),
     )
-    nlp = fit.HermiteSimpson(3).nlp(problem)
+    nlp = transcription.nlp(problem)
     L = nlp.layout
     rng = np.random.default_rng(1)
     z = jnp.asarray(0.5 * rng.standard_normal(L.nz)).at[-1].set(4.0)
@@ -193,6 +201,22 @@ def test_knife_edge_parallel_parking_reaches_the_optimum_from_the_linear_guess()
     assert not exact.success and exact.status != "solved"
     assert exact.constraint_violation > 1e-3
     assert any("collocation" in v for v in exact.violated)
+
+
+def test_multiple_shooting_parks_the_knife_edge_at_the_collocation_optimum():
+    """Direct multiple shooting (25 segments of 8 Tsit5 steps, L-BFGS Hessian): the same
+    optimum as collocation and single shooting, the rows at every node, and a replay of
+    its piecewise-linear controls that lands on the nodes to the integrator's accuracy."""
+    sol = fit.solve_optimal_control(
+        parking(),
+        transcription=fit.DirectMultipleShooting(25, 8),
+        solver=fit.IPOPT(hessian="limited-memory"),
+    )
+    assert sol.success, (sol.status, sol.violated)
+    assert abs(sol.objective - 0.21846) <= 5e-3 * 0.21846
+    assert sol.manifold_violation <= 1e-8 and sol.constraint_violation <= 1e-8
+    np.testing.assert_allclose(sol.u_mid, 0.5 * (sol.u[:-1] + sol.u[1:]), atol=1e-15)
+    assert sol.replay_error() <= 1e-7
 
 
 def test_cart_pole_swing_up_matches_the_casadi_reference():

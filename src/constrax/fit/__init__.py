@@ -2,10 +2,7 @@
 optimisation through `cx.simulate` (docs/concepts/gradients.md)."""
 
 from ._checkpoint import load_checkpoint as load_checkpoint, save_checkpoint as save_checkpoint
-from ._collocation import (
-    AbstractTranscription as AbstractTranscription,
-    HermiteSimpson as HermiteSimpson,
-)
+from ._collocation import HermiteSimpson as HermiteSimpson
 from ._controls import AbstractControl as AbstractControl, PiecewiseLinear as PiecewiseLinear
 from ._identify import (
     IdentificationProblem as IdentificationProblem,
@@ -13,6 +10,7 @@ from ._identify import (
     uncertainty as uncertainty,
 )
 from ._ipopt import IPOPT as IPOPT
+from ._multiple_shooting import DirectMultipleShooting as DirectMultipleShooting
 from ._observations import Observations as Observations
 from ._ocp import OptimalControlProblem as OptimalControlProblem
 from ._optimal_control import (
@@ -27,6 +25,7 @@ from ._shooting import (
 )
 from ._solve import EarlyStopping as EarlyStopping, FitResult as FitResult, solve as solve
 from ._trajopt import TrajectoryProblem as TrajectoryProblem
+from ._transcription import AbstractTranscription as AbstractTranscription
 from ._transforms import (
     AbstractTransform as AbstractTransform,
     Bounded as Bounded,

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import equinox as eqx
-import jax
 import numpy as np
 
 # IPOPT's ApplicationReturnStatus, as names.
@@ -200,7 +199,7 @@ def _objective(nlp, z):
 
 @eqx.filter_jit
 def _gradient(nlp, z):
-    return jax.grad(nlp.objective)(z)
+    return nlp.objective_gradient(z)
 
 
 @eqx.filter_jit

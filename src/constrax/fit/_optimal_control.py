@@ -12,9 +12,10 @@ from jaxtyping import Array, Float
 from .._custom_types import Params
 from .._simulate import Trajectory, simulate
 from .._system import System
-from ._collocation import AbstractTranscription, CollocationNLP, HermiteSimpson
+from ._collocation import HermiteSimpson
 from ._ipopt import IPOPT, _compiled
 from ._ocp import OptimalControlProblem
+from ._transcription import AbstractTranscription
 
 
 class OptimalControlSolution(eqx.Module):
@@ -122,56 +123,54 @@ def _interp(t_new, t_old, values):
     return np.stack([np.interp(t_new, t_old, col) for col in values.T], axis=1)
 
 
-def _guess(nlp: CollocationNLP, guess) -> tuple[np.ndarray, np.ndarray | None]:
+def _sampler(ts, values):
+    """`t -> values` by linear interpolation in `ts` (sorted)."""
+    ts, values = np.asarray(ts, np.float64), np.asarray(values, np.float64)
+    order = np.argsort(ts)
+    return lambda t: _interp(np.asarray(t), ts[order], values[order])
+
+
+def _guess(nlp, transcription, guess) -> tuple[np.ndarray, np.ndarray | None]:
     """The starting decision vector (and multipliers, for a warm start)."""
     pr, S = nlp.problem, nlp.sizes
-    N, n, s, nu = S.N, pr.n, S.s, S.nu
-    taus = nlp.taus()
-    t1 = float(pr.t1)
-    t_nodes = pr.t0 + taus * (t1 - pr.t0)
-    t_mid = 0.5 * (t_nodes[:-1] + t_nodes[1:])
+    n, s, nu = pr.n, S.s, S.nu
+    pad = lambda X: np.concatenate([X, np.zeros((X.shape[0], s - X.shape[1]))], axis=1)
     if isinstance(guess, OptimalControlSolution):
-        if guess.z.shape == (nlp.layout.nz,) and guess.transcription == HermiteSimpson(N):
+        if guess.z.shape == (nlp.layout.nz,) and guess.transcription == transcription:
             return np.asarray(guess.z), np.asarray(guess.multipliers)
-        ts = np.asarray(guess.ts)
-        t_old = np.concatenate([ts, np.asarray(guess.t_mid)])
-        order = np.argsort(t_old)
+        # Resampled on this grid, the old horizon stretched onto the new guess of t1.
+        stretch = (float(pr.t1) - pr.t0) / (float(guess.t1) - pr.t0)
+        ts = pr.t0 + (np.asarray(guess.ts) - pr.t0) * stretch
+        tm = pr.t0 + (np.asarray(guess.t_mid) - pr.t0) * stretch
         X = np.concatenate([np.asarray(guess.q), np.asarray(guess.qd)], axis=1)
         if guess.mu is not None:
             X = np.concatenate([X, np.asarray(guess.mu)], axis=1)
-        scale = (t1 - pr.t0) / (float(guess.t1) - pr.t0)
-        t_old = pr.t0 + (t_old - pr.t0) * scale
-        Uall = np.concatenate([np.asarray(guess.u), np.asarray(guess.u_mid)])[order]
-        t_old = t_old[order]
-        Xn, Xm = _interp(t_nodes, ts * scale, X), _interp(t_mid, ts * scale, X)
-        Un, Um = _interp(t_nodes, t_old, Uall), _interp(t_mid, t_old, Uall)
-        return nlp.pack(Xn, Xm, Un, Um), None
+        U = np.concatenate([np.asarray(guess.u), np.asarray(guess.u_mid)])
+        X_at = _sampler(ts, pad(X))
+        return nlp.from_samples(X_at, _sampler(np.concatenate([ts, tm]), U)), None
     if isinstance(guess, Trajectory):
-        ts = np.asarray(guess.ts)
         X = np.concatenate([np.asarray(guess.q), np.asarray(guess.qd)], axis=1)
-        if s > 2 * n:
-            mu = np.zeros((ts.shape[0], s - 2 * n)) if guess.mu is None else np.asarray(guess.mu)
-            X = np.concatenate([X, mu], axis=1)
-        Xn, Xm = _interp(t_nodes, ts, X), _interp(t_mid, ts, X)
-        Un, Um = np.zeros((N + 1, nu)), np.zeros((N, nu))
-        return nlp.pack(Xn, Xm, Un, Um), None
+        if guess.mu is not None and s > 2 * n:
+            X = np.concatenate([X, np.asarray(guess.mu)], axis=1)
+        zero_u = lambda t: np.zeros((np.size(t), nu))
+        return nlp.from_samples(_sampler(guess.ts, pad(X)), zero_u), None
     if callable(guess):
-        parts = [tuple(np.asarray(a, np.float64) for a in guess(t)) for t in t_nodes]
-        mids = [tuple(np.asarray(a, np.float64) for a in guess(t)) for t in t_mid]
-        for name, rows in (("node", parts), ("midpoint", mids)):
+
+        def sample(t, which):
+            rows = [tuple(np.asarray(a, np.float64) for a in guess(ti)) for ti in np.asarray(t)]
             if any(len(r) != 3 for r in rows):
                 raise ValueError("`guess(t)` must return (q, qd, u)")
             shapes = {tuple(a.shape for a in r) for r in rows}
             if shapes != {((n,), (n,), (nu,))}:
                 raise ValueError(
                     f"`guess(t)` must return q ({n},), qd ({n},), u ({nu},); got shapes "
-                    f"{sorted(shapes)} at the {name} times"
+                    f"{sorted(shapes)}"
                 )
-        stack = lambda rows, i: np.stack([r[i] for r in rows])
-        pad = lambda X, k: np.concatenate([X, np.zeros((k, s - 2 * n))], axis=1)
-        Xn = pad(np.concatenate([stack(parts, 0), stack(parts, 1)], axis=1), N + 1)
-        Xm = pad(np.concatenate([stack(mids, 0), stack(mids, 1)], axis=1), N)
-        return nlp.pack(Xn, Xm, stack(parts, 2), stack(mids, 2)), None
+            if which == "u":
+                return np.stack([r[2] for r in rows])
+            return pad(np.stack([np.concatenate(r[:2]) for r in rows]))
+
+        return nlp.from_samples(lambda t: sample(t, "x"), lambda t: sample(t, "u")), None
     if guess is not None:
         raise TypeError(
             "`guess` must be None (linear interpolation between the fixed initial and "
@@ -186,20 +185,19 @@ def _guess(nlp: CollocationNLP, guess) -> tuple[np.ndarray, np.ndarray | None]:
         a = np.zeros(n) if a is None else np.asarray(a)
         b = np.zeros(n) if b is None else np.asarray(b)
         ends.append((a, b))
+    mu = np.zeros(s - 2 * n) if pr.mu0 is None else np.asarray(pr.mu0)
+    span = float(pr.t1) - pr.t0
 
-    def at(tau):
+    def X_at(t):
+        tau = (np.asarray(t) - pr.t0) / span
         x = [a + np.outer(tau, b - a) for a, b in ends]
-        x.append(np.zeros((tau.shape[0], s - 2 * n)))
-        if pr.mu0 is not None:
-            x[-1][:] = np.asarray(pr.mu0)
-        return np.concatenate(x, axis=1)
+        return np.concatenate(x + [np.tile(mu, (tau.shape[0], 1))], axis=1)
 
     u0 = np.asarray(pr.control(pr.params), np.float64)
-    Un, Um = np.tile(u0, (N + 1, 1)), np.tile(u0, (N, 1))
-    return nlp.pack(at(taus), at(0.5 * (taus[:-1] + taus[1:])), Un, Um), None
+    return nlp.from_samples(X_at, lambda t: np.tile(u0, (np.size(t), 1))), None
 
 
-def _perturbed(nlp: CollocationNLP, z: np.ndarray, size: float, seed: int) -> np.ndarray:
+def _perturbed(nlp, z: np.ndarray, size: float, seed: int) -> np.ndarray:
     """`z` with its states and controls moved by `size` times a seeded standard normal
     (relative to each variable's magnitude, at least `size`), kept within the bounds."""
     if size == 0.0:
@@ -213,7 +211,7 @@ def _perturbed(nlp: CollocationNLP, z: np.ndarray, size: float, seed: int) -> np
     return np.where(moved, np.clip(z + dz, lo, hi), z)
 
 
-def _violations(nlp: CollocationNLP, z: np.ndarray, c: np.ndarray):
+def _violations(nlp, z: np.ndarray, c: np.ndarray):
     lo, hi = nlp.variable_bounds()
     cl, cu = nlp.constraint_bounds()
     vc = np.maximum(np.maximum(cl - c, c - cu), 0.0)
@@ -244,7 +242,8 @@ def solve_optimal_control(
       (e.g. a `cx.simulate` of a hand-made control), a previous `OptimalControlSolution`
       (a warm start with its multipliers when the transcription is the same, else
       resampled; nothing is recompiled), or a function `t -> (q, qd, u)`.
-    - `transcription`: `cx.fit.HermiteSimpson(intervals=50)` (default).
+    - `transcription`: `cx.fit.HermiteSimpson(intervals=50)` (default) or
+      `cx.fit.DirectMultipleShooting(segments=20, steps=8)`.
     - `solver`: `cx.fit.IPOPT()` (default).
     - `jitter`: the default guess (`guess=None`) is moved by this relative amount of
       seeded noise (states and controls): a symmetric guess such as a straight line of a
@@ -285,12 +284,17 @@ def solve_optimal_control(
         )
     if not isinstance(solver, IPOPT):
         raise TypeError(f"`solver` must be cx.fit.IPOPT(...), got {solver!r}")
+    if solver.hessian == "exact" and not transcription.exact_hessian:
+        raise ValueError(
+            f"{type(transcription).__name__} has no exact Hessian: use "
+            "cx.fit.IPOPT(hessian='limited-memory')"
+        )
     if not isinstance(starts, int) or starts < 1:
         raise ValueError(f"`starts` must be a positive int, got {starts!r}")
     if not (isinstance(jitter, int | float) and jitter >= 0):
         raise ValueError(f"`jitter` must be a number >= 0, got {jitter!r}")
     nlp = transcription.nlp(problem)
-    z0, lam0 = _guess(nlp, guess)
+    z0, lam0 = _guess(nlp, transcription, guess)
     if not np.all(np.isfinite(z0)):
         names = nlp.variable_names()
         bad = [names[i] for i in np.flatnonzero(~np.isfinite(z0))[:5]]
@@ -326,20 +330,13 @@ def _solution(problem, transcription, nlp, res, violation_tolerance) -> OptimalC
     items = [(vc[i], cn[i]) for i in np.argsort(-vc)[:5] if vc[i] > violation_tolerance]
     items += [(vz[i], f"bound on {vn[i]}") for i in np.argsort(-vz)[:5] if vz[i] > 0]
     violated = tuple(f"{name}: {v:.3g}" for v, name in sorted(items, reverse=True)[:5])
-    parts = nlp.unpack(jnp.asarray(z))
-    X, U, shared = (np.asarray(parts[k]) for k in ("X", "U", "shared"))
+    X, shared = (np.asarray(a) for a in nlp.nodes(z))
+    U, U_mid = (np.asarray(a) for a in nlp.controls(z))
     n = problem.n
-    S, L = nlp.sizes, nlp.layout
-    # Manifold violation at the nodes: the manifold rows of each interval (node k+1), and
-    # node 0 (fixed, checked at construction, or a row of the boundary block).
-    R = L.interval_rows
-    man = c[: S.N * R].reshape(S.N, R)[:, 2 * S.s : 2 * S.s + S.r]
-    man_all = [np.abs(man).ravel()]
-    if S.r0:
-        start = S.N * R + S.nterm + S.npath
-        man_all.append(np.abs(c[start : start + S.r0]))
-    manifold = float(np.concatenate(man_all).max(initial=0.0))
-    term = [np.abs(c[S.N * R : S.N * R + S.nterm])]
+    # The constraint rows at the nodes (node 0: fixed and checked at construction, or a
+    # row of the boundary block).
+    manifold = float(np.abs(nlp.manifold_residuals(c)).max(initial=0.0))
+    term = [np.abs(nlp.terminal_residuals(c))]
     for value, sl in ((problem.q1, slice(0, n)), (problem.qd1, slice(n, 2 * n))):
         if value is not None:
             term.append(np.abs(X[-1, sl] - np.asarray(value)))
@@ -367,7 +364,7 @@ def _solution(problem, transcription, nlp, res, violation_tolerance) -> OptimalC
         mu=jnp.asarray(X[:, 2 * n :]) if problem.prescription.multiplier_state else None,
         u=jnp.asarray(U),
         t_mid=0.5 * (ts[:-1] + ts[1:]),
-        u_mid=parts["Um"],
+        u_mid=jnp.asarray(U_mid),
         t1=jnp.asarray(t1),
         params=params,
         z=z,

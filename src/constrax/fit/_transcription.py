@@ -1,0 +1,358 @@
+r"""What every transcription of an `OptimalControlProblem` shares: the decision vector's
+node states, controls, projection multipliers and shared variables (optimised parameters,
+final time); the constrained dynamics and the constraint rows at a point; the boundary
+block; bounds, names and the block-sparse derivative structures (docs page "Trajectory
+optimisation").
+
+On a grid $t_k = t_0 + \tau_k (t_1 - t_0)$, $\tau_k = k/N$, node $k + 1$ carries the
+constraint rows $H = (g, c)(t_{k+1}, x_{k+1}) = 0$, and the continuity equation of step
+$k$ has the projection $J(x_{k+1})^\top\nu_k$ along the rows' normals (a free $\nu_k$ per
+row), which keeps equations and unknowns in balance while the solution stays on the
+constraint manifold (Ascher & Petzold 1998; Bordalba, Schoels, Ros, Porta & Diehl 2023).
+"""
+
+import abc
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from .._dynamics import _step
+from ._ocp import OptimalControlProblem
+
+
+class AbstractTranscription(eqx.Module):
+    """A way of turning an `OptimalControlProblem` into a nonlinear program.
+
+    `exact_hessian` says whether the program's Hessian of the Lagrangian is available
+    (else the NLP solver approximates it).
+    """
+
+    exact_hessian: eqx.AbstractClassVar[bool]
+
+    @abc.abstractmethod
+    def nlp(self, problem: OptimalControlProblem) -> "AbstractNLP":
+        """The nonlinear program of `problem`."""
+
+
+class Sizes(NamedTuple):
+    N: int  # intervals or segments
+    s: int  # state size
+    nu: int  # controls
+    r: int  # constraint rows at a node (position rows, then velocity rows)
+    nsh: int  # shared variables: optimised parameters, then the final time if free
+    npath: int
+    nterm: int
+    r0: int  # constraint rows imposed at node 0 (0 if the initial state is fixed)
+
+
+def block_structure(rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row, col) of every entry of the dense blocks `rows (B, R) x cols (B, w)`."""
+    shape = rows.shape + cols.shape[1:]
+    return (
+        np.broadcast_to(rows[:, :, None], shape).ravel(),
+        np.broadcast_to(cols[:, None, :], shape).ravel(),
+    )
+
+
+def lower_pairs(blocks, nz: int):
+    """The unique lower-triangle pairs of the Hessian blocks `blocks` (each `(B, w)` of
+    variable indices): `(rows, cols, keep, segments)` — per block the positions of its
+    flattened `(B, w, w)` values that are kept, and for each kept value its pair."""
+    hr, hc, keep = [], [], []
+    for cols in blocks:
+        a = np.broadcast_to(cols[:, :, None], cols.shape + cols.shape[1:]).ravel()
+        b = np.broadcast_to(cols[:, None, :], cols.shape + cols.shape[1:]).ravel()
+        kept = np.flatnonzero(a >= b)
+        keep.append(kept)
+        hr.append(a[kept])
+        hc.append(b[kept])
+    hr, hc = np.concatenate(hr), np.concatenate(hc)
+    pairs, segments = np.unique(hr.astype(np.int64) * nz + hc, return_inverse=True)
+    return pairs // nz, pairs % nz, tuple(keep), segments.ravel()
+
+
+def offsets(parts) -> tuple[dict, int]:
+    """Start of each named part of the decision vector, and its length."""
+    off, k = {}, 0
+    for name, size in parts:
+        off[name] = k
+        k += size
+    return off, k
+
+
+class AbstractNLP(eqx.Module):
+    r"""A transcribed problem: flat decision vector $z$, objective, constraints
+    $c_l \le c(z) \le c_u$, bounds $z_l \le z \le z_u$, and the sparse Jacobian and
+    Hessian of the Lagrangian as values on fixed structures (`layout`)."""
+
+    problem: OptimalControlProblem
+    N: int = eqx.field(static=True)
+
+    # -- to be given by each transcription -----------------------------------------------
+    @property
+    @abc.abstractmethod
+    def layout(self):
+        """Offsets (`X`, `U`, `V`, `shared`, ...), `nz`, `nc`, `jac_rows/cols`,
+        `hess_rows/cols`, `step_rows` (rows per step), `boundary_rows`."""
+
+    @abc.abstractmethod
+    def objective(self, z) -> Float[Array, ""]: ...
+
+    @abc.abstractmethod
+    def constraints(self, z) -> Float[Array, " nc"]: ...
+
+    def objective_gradient(self, z) -> Float[Array, " nz"]:
+        return jax.grad(self.objective)(z)
+
+    @abc.abstractmethod
+    def jacobian_values(self, z) -> Float[Array, " nnz"]: ...
+
+    @abc.abstractmethod
+    def hessian_values(self, z, lagrange, obj_factor) -> Float[Array, " nnzh"]: ...
+
+    @abc.abstractmethod
+    def step_row_kinds(self) -> list[tuple[str, int]]:
+        """`(kind, count)` of the rows of one step, in order; kinds `"equality"`,
+        `"manifold"` (the rows $H$ at node $k+1$) and `"path"`."""
+
+    @abc.abstractmethod
+    def step_row_names(self, k: int) -> list[str]: ...
+
+    @abc.abstractmethod
+    def from_samples(self, X_at, U_at) -> np.ndarray:
+        """The decision vector from the states `X_at(ts) -> (k, s)` and controls
+        `U_at(ts) -> (k, nu)` at the grid's times (numpy; projection multipliers zero,
+        shared variables from the problem)."""
+
+    @abc.abstractmethod
+    def controls(self, z) -> tuple[Array, Array]:
+        r"""`(U (N+1, nu), U_mid (N, nu))`: the node controls and their values at the
+        middle of each step (with the node values they fix the control's interpolant)."""
+
+    # -- sizes ---------------------------------------------------------------------------
+    @property
+    def sizes(self) -> Sizes:
+        pr = self.problem
+        fixed0 = pr.q0 is not None and pr.qd0 is not None
+        r = pr.h + pr.m
+        nsh = int(pr.optimised_parameters(pr.params).shape[0]) + int(pr.free_time)
+        return Sizes(
+            self.N, pr.state_size, pr.nu, r, nsh, pr.n_path, pr.n_terminal, 0 if fixed0 else r
+        )
+
+    def taus(self) -> np.ndarray:
+        """Normalised node times $\\tau_k = k/N$."""
+        return np.linspace(0.0, 1.0, self.N + 1)
+
+    def part(self, z, name: str, rows: int, cols: int):
+        start = self.layout.offsets[name]
+        return z[start : start + rows * cols].reshape(rows, cols)
+
+    def nodes(self, z):
+        """`(X (N+1, s), shared (nsh,))`."""
+        S = self.sizes
+        return self.part(z, "X", S.N + 1, S.s), z[self.layout.offsets["shared"] :]
+
+    def final_time(self, shared) -> Array:
+        return shared[-1] if self.problem.free_time else self.problem.t1
+
+    def parameters(self, shared) -> Array:
+        return shared[:-1] if self.problem.free_time else shared
+
+    def time(self, tau, shared):
+        t0 = self.problem.t0
+        return t0 + tau * (self.final_time(shared) - t0)
+
+    def step_length(self, shared):
+        return (self.final_time(shared) - self.problem.t0) / self.N
+
+    # -- the pieces at one point ---------------------------------------------------------
+    def field(self, t, x, u, shared) -> Float[Array, " s"]:
+        r"""$f(t, x, u) = (\dot q, \ddot q[, \dot\mu])$ of the constrained dynamics."""
+        pr = self.problem
+        n = pr.n
+        q, qd = x[:n], x[n : 2 * n]
+        mu = x[2 * n :] if pr.prescription.multiplier_state else None
+        p = pr.params_at(self.parameters(shared), u)
+        step = _step(
+            pr.system,
+            pr.prescription,
+            pr.constraint_solver,
+            None,
+            t,
+            q,
+            qd,
+            mu,
+            p,
+            np.asarray(pr.mask, dtype=bool),
+        )
+        parts = [qd, step.qdd] + ([step.lam] if mu is not None else [])
+        return jnp.concatenate(parts)
+
+    def manifold(self, t, x, u, shared):
+        pr = self.problem
+        n = pr.n
+        p = pr.params_at(self.parameters(shared), u)
+        return pr.manifold_rows(t, x[:n], x[n : 2 * n], p)
+
+    def path(self, t, x, u, shared):
+        pr = self.problem
+        if pr.path_constraint is None:
+            return jnp.zeros((0,), x.dtype)
+        n = pr.n
+        p = pr.params_at(self.parameters(shared), u)
+        return jnp.atleast_1d(pr.path_constraint(t, x[:n], x[n : 2 * n], u, p)).astype(x.dtype)
+
+    def running(self, t, x, u, shared) -> Array:
+        r"""$\ell(t, q, \dot q, u, p)$ (zero without a running cost)."""
+        pr = self.problem
+        if pr.running_cost is None:
+            return jnp.zeros((), x.dtype)
+        p = pr.params_at(self.parameters(shared), u)
+        n = pr.n
+        return jnp.asarray(pr.running_cost(t, x[:n], x[n : 2 * n], u, p), x.dtype)
+
+    def projection(self, tau1, x1, u1, nu_k, shared):
+        r"""$(H(x_{k+1}), J(x_{k+1})^\top\nu_k)$, the latter zero in the $\mu$ slots."""
+        t1 = self.time(tau1, shared)
+        H1, pullback = jax.vjp(lambda y: self.manifold(t1, y, u1, shared), x1)
+        (proj,) = pullback(nu_k)
+        return H1, proj.at[2 * self.problem.n :].set(0.0)
+
+    def boundary(self, v) -> tuple[Array, Array]:
+        """(terminal cost, terminal rows, path rows at $t_1$, manifold rows at $t_0$) from
+        `v = (x_0, x_N, u_N, shared)`."""
+        pr, S = self.problem, self.sizes
+        s, nu, n = S.s, S.nu, pr.n
+        x0, x1, u1, shared = jnp.split(v, np.cumsum([s, s, nu]))
+        T = self.final_time(shared)
+        p = pr.params_at(self.parameters(shared), u1)
+        cost = jnp.zeros((), v.dtype)
+        if pr.terminal_cost is not None:
+            cost = jnp.asarray(pr.terminal_cost(T, x1[:n], x1[n : 2 * n], p), v.dtype)
+        rows = []
+        if pr.terminal_constraint is not None:
+            rows.append(jnp.atleast_1d(pr.terminal_constraint(T, x1[:n], x1[n : 2 * n], p)))
+        rows.append(self.path(T, x1, u1, shared))
+        if S.r0:
+            t0 = jnp.asarray(pr.t0, v.dtype)
+            rows.append(self.manifold(t0, x0, jnp.zeros(nu, v.dtype), shared))
+        return cost, jnp.concatenate([jnp.asarray(x, v.dtype) for x in rows])
+
+    def boundary_vars(self) -> np.ndarray:
+        """Indices `(1, 2s + nu + nsh)` of the boundary block's variables."""
+        S, off = self.sizes, self.layout.offsets
+        s, nu, N = S.s, S.nu, S.N
+        return np.concatenate(
+            [
+                off["X"] + np.arange(s),
+                off["X"] + N * s + np.arange(s),
+                off["U"] + N * nu + np.arange(nu),
+                off["shared"] + np.arange(S.nsh),
+            ]
+        )[None]
+
+    # -- bounds, names, residuals (numpy, outside jit) ------------------------------------
+    def variable_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """States and controls (nodes, and midpoints where the transcription has them)
+        within their bounds, the fixed initial and terminal values, the shared bounds."""
+        pr, S, L = self.problem, self.sizes, self.layout
+        N, s, n = S.N, S.s, pr.n
+        lo, hi = np.full(L.nz, -np.inf), np.full(L.nz, np.inf)
+        B = pr.bounds
+        extra = np.full(s - 2 * n, np.inf)
+        state = (
+            np.concatenate([B["q"][0], B["qd"][0], -extra]),
+            np.concatenate([B["q"][1], B["qd"][1], extra]),
+        )
+        for name, count in (("X", N + 1), ("Xm", N)):
+            if name in L.offsets:
+                sl = slice(L.offsets[name], L.offsets[name] + count * s)
+                lo[sl], hi[sl] = np.tile(state[0], count), np.tile(state[1], count)
+        for name, count in (("U", N + 1), ("Um", N)):
+            if name in L.offsets:
+                sl = slice(L.offsets[name], L.offsets[name] + count * S.nu)
+                lo[sl], hi[sl] = np.tile(B["u"][0], count), np.tile(B["u"][1], count)
+        fixed = [(0, 0, pr.q0), (0, n, pr.qd0), (N, 0, pr.q1), (N, n, pr.qd1)]
+        if pr.mu0 is not None:
+            fixed.append((0, 2 * n, pr.mu0))
+        for node, start, value in fixed:
+            if value is not None:
+                i = L.offsets["X"] + node * s + start
+                lo[i : i + value.shape[0]] = hi[i : i + value.shape[0]] = np.asarray(value)
+        sh = L.offsets["shared"]
+        if pr.parameters is not None:
+            k = S.nsh - int(pr.free_time)
+            lo[sh : sh + k], hi[sh : sh + k] = pr.bounds["parameters"]
+        if pr.free_time:
+            lo[L.nz - 1], hi[L.nz - 1] = pr.bounds["t1"]
+        return lo, hi
+
+    def _row_kind_mask(self, kind: str) -> np.ndarray:
+        S, L = self.sizes, self.layout
+        step = np.concatenate([np.full(k, name == kind) for name, k in self.step_row_kinds()])
+        bnd = np.zeros(L.boundary_rows, bool)
+        if kind == "path":
+            bnd[S.nterm : S.nterm + S.npath] = True
+        if kind == "manifold":
+            bnd[S.nterm + S.npath :] = True
+        return np.concatenate([np.tile(step, S.N), bnd])
+
+    def constraint_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """Zero for the equations; $(-\\infty, 0]$ for the path rows."""
+        L = self.layout
+        lo, hi = np.zeros(L.nc), np.zeros(L.nc)
+        lo[self._row_kind_mask("path")] = -np.inf
+        return lo, hi
+
+    def manifold_residuals(self, c: np.ndarray) -> np.ndarray:
+        """The constraint rows $H$ at the nodes, from the constraint vector `c`."""
+        return c[self._row_kind_mask("manifold")]
+
+    def terminal_residuals(self, c: np.ndarray) -> np.ndarray:
+        S, L = self.sizes, self.layout
+        start = S.N * L.step_rows
+        return c[start : start + S.nterm]
+
+    def state_names(self) -> list[str]:
+        pr, S = self.problem, self.sizes
+        names = [f"q[{i}]" for i in range(pr.n)] + [f"qd[{i}]" for i in range(pr.n)]
+        return names + [f"mu[{i}]" for i in range(S.s - 2 * pr.n)]
+
+    def constraint_names(self) -> list[str]:
+        S = self.sizes
+        names = []
+        for k in range(S.N):
+            names += self.step_row_names(k)
+        names += [f"terminal_constraint[{j}]" for j in range(S.nterm)]
+        names += [f"path_constraint[{j}] at node {S.N}" for j in range(S.npath)]
+        if S.r0:
+            names += [f"constraint {row} at node 0" for row in self.problem.manifold_names()]
+        return names
+
+    def variable_names(self) -> list[str]:
+        pr, S, L = self.problem, self.sizes, self.layout
+        state = self.state_names()
+        names = [f"{x} at node {k}" for k in range(S.N + 1) for x in state]
+        if "Xm" in L.offsets:
+            names += [f"{x} at midpoint {k}" for k in range(S.N) for x in state]
+        names += [f"u[{j}] at node {k}" for k in range(S.N + 1) for j in range(S.nu)]
+        if "Um" in L.offsets:
+            names += [f"u[{j}] at midpoint {k}" for k in range(S.N) for j in range(S.nu)]
+        names += [f"projection nu[{j}] (step {k})" for k in range(S.N) for j in range(S.r)]
+        names += [f"parameter[{j}]" for j in range(S.nsh - int(pr.free_time))]
+        if pr.free_time:
+            names.append("t1")
+        return names
+
+    def shared_guess(self) -> np.ndarray:
+        """The shared variables at the problem's values (parameters, then `t1`)."""
+        pr = self.problem
+        parts = [np.asarray(pr.optimised_parameters(pr.params), np.float64)]
+        if pr.free_time:
+            parts.append(np.asarray(pr.t1, np.float64)[None])
+        return np.concatenate(parts)
