@@ -15,7 +15,7 @@ H/\partial x$. The rows $H = 0$ at every node keep the solution on the constrain
 (the collocation equations alone drift by $O(h^4)$ per interval); the free $\nu_k$ (one
 per row) project each collocation step onto it along the normal directions, which keeps
 the equations and unknowns in balance (Ascher & Petzold, *Computer Methods for Ordinary
-Differential Equations and Differential-Algebraic Equations*, 1998, §10.1; Bordalba,
+Differential Equations and Differential-Algebraic Equations*, 1998, ch. 9–10; Bordalba,
 Schoels, Ros, Porta & Diehl, "Direct collocation methods for trajectory optimization in
 constrained robotic systems", IEEE Trans. Robotics 2023). At a solution $\nu_k = O(h^5)$.
 
