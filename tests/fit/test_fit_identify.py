@@ -316,3 +316,16 @@ def test_identification_through_singular_crossings_recovers_parameters_with_proj
     res = fit.solve(prob, guess)
     for k in ("J_w", "J_b"):
         assert abs(float(res.params[k] / true[k]) - 1.0) <= 1e-6, (k, res.params[k], true[k])
+
+
+def test_nan_start_and_unconverged_least_squares_raise_naming_the_cause(clean):
+    """A NaN in the starting parameters is named before anything compiles; a
+    Levenberg–Marquardt run that hits `steps` says so (not an opaque runtime error), and
+    with throw=False returns its result instead."""
+    prob = problem(clean)
+    with pytest.raises(ValueError, match=r"`init` holds non-finite values at \['J_w'\]"):
+        fit.solve(prob, {**GUESS, "J_w": jnp.nan})
+    with pytest.raises(RuntimeError, match=r"stopped after 1 of `steps`=1 steps.*throw=False"):
+        fit.solve(prob, GUESS, steps=1)
+    res = fit.solve(prob, GUESS, steps=1, throw=False)
+    assert res.num_steps == 1 and res.result != optx.RESULTS.successful

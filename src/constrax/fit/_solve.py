@@ -69,6 +69,36 @@ class FitResult(eqx.Module):
     result: optx.RESULTS | None
 
 
+def _nonfinite_paths(tree) -> list[str]:
+    bad = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        if not eqx.is_array_like(leaf):
+            continue
+        a = np.asarray(leaf)
+        if np.issubdtype(a.dtype, np.inexact) and not np.all(np.isfinite(a)):
+            bad.append(jax.tree_util.keystr(path) or "(the whole value)")
+    return bad
+
+
+def _check_finite_start(problem, z0) -> None:
+    """`ValueError` naming the leaves of `init` that the fit starts from and that hold NaN
+    or inf (found in the parameter pytree rebuilt from the decision variables)."""
+    if not _nonfinite_paths(z0):
+        return
+    bad = _nonfinite_paths(problem.params_of(z0)) or _nonfinite_paths(z0)
+    raise ValueError(
+        f"constrax.fit.solve: `init` holds non-finite values at {', '.join(bad)}, which the "
+        "fit starts from; give finite starting parameters"
+    )
+
+
+def _result_message(result) -> str:
+    for name in ("nonlinear_max_steps_reached", "max_steps_reached"):
+        if hasattr(optx.RESULTS, name) and result == getattr(optx.RESULTS, name):
+            return "the step limit was reached"
+    return "optimistix result: " + str(optx.RESULTS[result]).strip()
+
+
 def _jac_mode(problem) -> str:
     adjoint = getattr(problem, "adjoint", None)
     return "fwd" if isinstance(adjoint, diffrax.ForwardMode) else "bwd"
@@ -161,11 +191,20 @@ def solve(
     problem.check_params(init)
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"`steps` must be a positive int, got {steps!r}")
+    init = jax.tree.map(lambda x: jnp.asarray(x) if isinstance(x, float) else x, init)
     z0 = problem.init(init, **init_kwargs)
+    _check_finite_start(problem, z0)
     if optimiser is None:
         optimiser = optx.LevenbergMarquardt(rtol=1e-10, atol=1e-10)
     if isinstance(optimiser, optx.AbstractLeastSquaresSolver):
-        z, loss, n, result = _least_squares(problem, z0, optimiser, steps, throw)
+        z, loss, n, result = _least_squares(problem, z0, optimiser, steps, False)
+        if throw and result != optx.RESULTS.successful:
+            raise RuntimeError(
+                f"constrax.fit.solve: {type(optimiser).__name__} stopped after {int(n)} of "
+                f"`steps`={steps} steps without converging ({_result_message(result)}); "
+                f"the loss is {float(loss):.6g}. Raise `steps`, check the starting "
+                "parameters and the observations, or pass throw=False to get the FitResult"
+            )
         return FitResult(problem.params_of(z), z, loss, int(n), None, False, result)
     if optax is None or not isinstance(optimiser, optax.GradientTransformation):
         raise TypeError(

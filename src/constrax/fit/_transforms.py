@@ -94,13 +94,8 @@ def _is_transform(x) -> bool:
 def _map(method: str, transforms: PyTree, tree: PyTree, name: str) -> PyTree:
     if transforms is None:
         return tree
-    try:
-        return jax.tree.map(
-            lambda tr, sub: jax.tree.map(getattr(tr, method), sub),
-            transforms,
-            tree,
-            is_leaf=_is_transform,
-        )
+    try:  # the structure alone: errors of the transforms themselves pass through
+        jax.tree.map(lambda tr, sub: None, transforms, tree, is_leaf=_is_transform)
     except ValueError as e:
         raise ValueError(
             f"`transforms` must be a pytree prefix of the fitted parameters {name} with an "
@@ -108,6 +103,12 @@ def _map(method: str, transforms: PyTree, tree: PyTree, name: str) -> PyTree:
             f"{jax.tree.structure(transforms, is_leaf=_is_transform)} and parameters "
             f"structure {jax.tree.structure(tree)}"
         ) from e
+    return jax.tree.map(
+        lambda tr, sub: jax.tree.map(getattr(tr, method), sub),
+        transforms,
+        tree,
+        is_leaf=_is_transform,
+    )
 
 
 def constrain(transforms: PyTree, u: PyTree) -> PyTree:
