@@ -21,7 +21,8 @@ default guess:
   the nodes and midpoints) and a steering-angle bound $|\psi| \le 60°$ (a bound on $q$).
   At its optimum the steering bound is active (the wheel ends on it) and the speed floor
   is not (the car stays near 0.4 m/s or faster): bounding the steering alone already
-  keeps it from reversing, and the floor guarantees it.
+  keeps it from reversing here, and the floor makes that a requirement (at the nodes and
+  midpoints) rather than an outcome.
 
 Each solution's status, iterations, objective, constraint violation and terminal error
 are the solver's and its independent check's; every other reported quantity (the pose
@@ -29,7 +30,8 @@ reached, the largest $x$, the smallest forward speed, the time spent reversing, 
 largest steering angle, the no-slip residual) is measured on the **replay**: the
 solution's controls applied to `cx.simulate` of the exact constrained dynamics
 (`sol.replay`), independently of the nonlinear program. The replay error is the largest
-difference between the replay and the collocated states at the nodes. The figure shows
+difference between the replay and the collocated states at the nodes (larger for the
+plain optimum, whose fast-spinning front wheel needs a finer grid). The figure shows
 both replayed motions: the path, position, heading, steering angle, forward speed and the
 controls (node values and the piecewise-quadratic control between them).
 """
