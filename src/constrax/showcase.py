@@ -10,8 +10,10 @@ Runs, in order, and on the models of `constrax.models` only:
    $\phi = \pm\pi/2$, where the constraint distribution drops rank;
 3. a ball rolling on a turntable: its closed (circular) orbit;
 4. a parameter identification by gradient through whole trajectories;
-5. a trajectory optimisation of the controls of a nonholonomic vehicle, with and
-   without a steering-rate penalty and a forward-speed floor;
+5. a trajectory optimisation of the controls of a nonholonomic vehicle by direct
+   collocation and IPOPT (a lane change of the dynamic car), with and without a
+   forward-speed floor and a steering-angle bound, each solution's status reported and
+   its controls replayed through `cx.simulate`;
 6. a batched Monte-Carlo rollout (thousands of snake carts with random steering),
    sharded over every visible device, with its throughput.
 
