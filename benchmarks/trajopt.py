@@ -58,6 +58,7 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import diffrax  # noqa: E402
+import equinox as eqx  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
@@ -73,7 +74,7 @@ except ImportError:  # optional
     ca = None
 
 IPOPT_OPTIONS = dict(tol=1e-9, constr_viol_tol=1e-10, mu_strategy="adaptive")
-REPLAY_TOL = 1e-10
+REPLAY_TOL = 1e-12  # as OptimalControlSolution.replay: no stabilisation
 
 # ----------------------------------------------------------------------------------------
 # The problems in constrax.
@@ -151,18 +152,24 @@ def cartpole_problem(min_time: bool = False) -> cx.fit.OptimalControlProblem:
 # constrax
 
 
-def compile_callbacks(nlp, z0: np.ndarray, repeats: int) -> dict:
-    """Trace + lower and XLA compile of the five IPOPT callbacks, from cold caches."""
+def compile_callbacks(nlp, z0: np.ndarray, repeats: int, hessian: bool = True) -> dict:
+    """Trace + lower and XLA compile of the IPOPT callbacks (the Hessian's only when IPOPT
+    uses it), from cold caches."""
     z = np.asarray(z0, np.float64)
     lam = np.ones(nlp.layout.nc)
     one = np.asarray(1.0)
+    dynamic, static = eqx.partition(nlp, eqx.is_array)
+    dynamic = jax.tree.map(jnp.asarray, dynamic)
+    leaves, treedef = jax.tree.flatten(static)
+    jitted = lambda name: _ipopt._jitted(treedef, tuple(leaves), name)
     calls = {
-        "objective": (_ipopt._objective, (nlp, z)),
-        "gradient": (_ipopt._gradient, (nlp, z)),
-        "constraints": (_ipopt._constraints, (nlp, z)),
-        "jacobian": (_ipopt._jacobian, (nlp, z)),
-        "hessian": (_ipopt._hessian, (nlp, z, lam, one)),
+        "objective": (jitted("objective"), (dynamic, z)),
+        "gradient": (jitted("gradient"), (dynamic, z)),
+        "constraints": (jitted("constraints"), (dynamic, z)),
+        "jacobian": (jitted("jacobian"), (dynamic, z)),
     }
+    if hessian:
+        calls["hessian"] = (jitted("hessian"), (dynamic, z, lam, one))
     samples = []
     for _ in range(repeats):
         per = {}
@@ -191,15 +198,24 @@ def compile_callbacks(nlp, z0: np.ndarray, repeats: int) -> dict:
 
 
 def run_constrax(
-    name: str, problem, N: int, repeats: int, jitter: float = 1e-2, compile_repeats=None
+    name: str,
+    problem,
+    N: int,
+    repeats: int,
+    jitter: float = 1e-2,
+    compile_repeats=None,
+    transcription=None,
+    hessian: str = "exact",
 ) -> dict:
-    transcription = cx.fit.HermiteSimpson(N)
+    transcription = cx.fit.HermiteSimpson(N) if transcription is None else transcription
     solver = cx.fit.IPOPT(
-        tol=IPOPT_OPTIONS["tol"], constr_viol_tol=IPOPT_OPTIONS["constr_viol_tol"]
+        tol=IPOPT_OPTIONS["tol"], constr_viol_tol=IPOPT_OPTIONS["constr_viol_tol"], hessian=hessian
     )  # mu_strategy adaptive is IPOPT()'s default
     nlp = transcription.nlp(problem)
-    z0, _ = _guess(nlp, None)
-    compile_ = compile_callbacks(nlp, z0, repeats if compile_repeats is None else compile_repeats)
+    z0, _ = _guess(nlp, transcription, None)
+    compile_ = compile_callbacks(
+        nlp, z0, repeats if compile_repeats is None else compile_repeats, hessian == "exact"
+    )
 
     def solve():
         t0 = time.perf_counter()
@@ -220,8 +236,9 @@ def run_constrax(
     row = {
         "problem": name,
         "N": N,
-        "contender": "constrax",
-        "transcription": "Hermite-Simpson (separated), rows at the nodes",
+        "contender": "constrax"
+        + (" (shooting)" if isinstance(transcription, cx.fit.DirectMultipleShooting) else ""),
+        "transcription": _describe(transcription) + ("" if hessian == "exact" else ", L-BFGS"),
         "guess": f"linear + jitter {jitter:g}" if jitter else "linear (exact)",
         "objective": sol.objective,
         "success": sol.success,
@@ -246,6 +263,15 @@ def run_constrax(
     return row, sol
 
 
+def _describe(transcription) -> str:
+    if isinstance(transcription, cx.fit.DirectMultipleShooting):
+        return (
+            f"multiple shooting ({transcription.segments} x {transcription.steps} Tsit5 steps), "
+            "rows at the nodes"
+        )
+    return "Hermite-Simpson (separated), rows at the nodes"
+
+
 def run_constrax_again(name, problem, N, repeats, jitter) -> dict:
     """Another guess on an already compiled structure (no compile measurement)."""
     transcription = cx.fit.HermiteSimpson(N)
@@ -262,8 +288,9 @@ def run_constrax_again(name, problem, N, repeats, jitter) -> dict:
     return {
         "problem": name,
         "N": N,
-        "contender": "constrax",
-        "transcription": "Hermite-Simpson (separated), rows at the nodes",
+        "contender": "constrax"
+        + (" (shooting)" if isinstance(transcription, cx.fit.DirectMultipleShooting) else ""),
+        "transcription": _describe(transcription),
         "guess": f"linear + jitter {jitter:g}" if jitter else "linear (exact)",
         "objective": sol.objective,
         "success": sol.success,
@@ -394,6 +421,7 @@ def casadi_replay(name: str, ts, Xn, Un) -> float:
         saveat=diffrax.SaveAt(ts=ts),
         stepsize_controller=diffrax.PIDController(rtol=REPLAY_TOL, atol=REPLAY_TOL),
         constraint_solver=cx.KKT(),
+        stabilisation=None,
         max_steps=100_000,
     )
     err = np.concatenate([np.asarray(traj.q) - q, np.asarray(traj.qd) - qd], 1)
@@ -491,9 +519,11 @@ def markdown(result: dict) -> str:
         "Solve: wall time of one solve, minimum (median) over "
         f"{result['config']['repeats']} repeats after a first solve (compile / build "
         "excluded). Violation: the largest constraint or bound violation. Replay: the "
-        "controls applied to `cx.simulate` of the constrained system (rtol = atol = 1e-10), "
+        "controls applied to `cx.simulate` of the constrained system (rtol = atol = 1e-12, "
+        "no stabilisation), "
         "largest difference from the node states. Compile (constrax): trace + lower and "
-        "XLA compile of the five IPOPT callbacks from cold caches, minimum over "
+        "XLA compile of the IPOPT callbacks from cold caches (no Hessian under L-BFGS), "
+        "minimum over "
         f"{result['config']['repeats']}.",
         "",
     ]
@@ -625,6 +655,13 @@ def main(argv=None) -> None:
         "cart-pole min-time", cartpole_problem(min_time=True), 50, R, compile_repeats=RC
     )
     log(row)
+    for hessian in ("exact", "limited-memory"):
+        shooting = cx.fit.DirectMultipleShooting(25, 8)
+        row, _ = run_constrax(
+            "parking", problems["parking"], 25, R, compile_repeats=RC,
+            transcription=shooting, hessian=hessian,
+        )  # fmt: skip
+        log(row)
     machine["loadavg_at_end"] = h.loadavg()
     result = {
         "config": {

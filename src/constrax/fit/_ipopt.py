@@ -8,12 +8,14 @@ values of their sparse Jacobian and of the Hessian of the Lagrangian on fixed st
 (docs page "Trajectory optimisation").
 """
 
+import functools
 import math
 import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import equinox as eqx
+import jax
 import numpy as np
 
 # IPOPT's ApplicationReturnStatus, as names.
@@ -192,40 +194,39 @@ class _Functions(NamedTuple):
     hessian: Callable
 
 
-@eqx.filter_jit
-def _objective(nlp, z):
-    return nlp.objective(z)
+_METHODS = {
+    "objective": lambda nlp, z: nlp.objective(z),
+    "gradient": lambda nlp, z: nlp.objective_gradient(z),
+    "constraints": lambda nlp, z: nlp.constraints(z),
+    "jacobian": lambda nlp, z: nlp.jacobian_values(z),
+    "hessian": lambda nlp, z, lam, s: nlp.hessian_values(z, lam, s),
+}
 
 
-@eqx.filter_jit
-def _gradient(nlp, z):
-    return nlp.objective_gradient(z)
-
-
-@eqx.filter_jit
-def _constraints(nlp, z):
-    return nlp.constraints(z)
-
-
-@eqx.filter_jit
-def _jacobian(nlp, z):
-    return nlp.jacobian_values(z)
-
-
-@eqx.filter_jit
-def _hessian(nlp, z, lagrange, obj_factor):
-    return nlp.hessian_values(z, lagrange, obj_factor)
+@functools.lru_cache(maxsize=64)
+def _jitted(treedef, leaves: tuple, name: str) -> Callable:
+    """`jax.jit` of one callback for the static part of an NLP (its tree structure and
+    non-array leaves: the user's functions, sizes): compiled once per problem structure,
+    and called with the NLP's arrays flattened once per solve, where an `eqx.filter_jit`
+    call would flatten and hash the whole problem at each of IPOPT's calls."""
+    method = _METHODS[name]
+    static = jax.tree.unflatten(treedef, leaves)
+    return jax.jit(lambda dynamic, *args: method(eqx.combine(dynamic, static), *args))
 
 
 def _compiled(nlp, dtype) -> _Functions:
-    """The NLP's callbacks, compiled once per problem structure (`eqx.filter_jit`)."""
+    """The NLP's callbacks, compiled once per problem structure."""
+    dynamic, static = eqx.partition(nlp, eqx.is_array)
+    dynamic = jax.tree.map(jax.numpy.asarray, dynamic)  # on the device once, not per call
+    leaves, treedef = jax.tree.flatten(static)
     as_z = lambda z: np.asarray(z, dtype=dtype)
+    fns = {name: _jitted(treedef, tuple(leaves), name) for name in _METHODS}
     return _Functions(
-        objective=lambda z: _objective(nlp, as_z(z)),
-        gradient=lambda z: _gradient(nlp, as_z(z)),
-        constraints=lambda z: _constraints(nlp, as_z(z)),
-        jacobian=lambda z: _jacobian(nlp, as_z(z)),
-        hessian=lambda z, lam, s: _hessian(nlp, as_z(z), as_z(lam), as_z(s)),
+        objective=lambda z: fns["objective"](dynamic, as_z(z)),
+        gradient=lambda z: fns["gradient"](dynamic, as_z(z)),
+        constraints=lambda z: fns["constraints"](dynamic, as_z(z)),
+        jacobian=lambda z: fns["jacobian"](dynamic, as_z(z)),
+        hessian=lambda z, lam, s: fns["hessian"](dynamic, as_z(z), as_z(lam), as_z(s)),
     )
 
 
