@@ -27,7 +27,6 @@ evaluated for all intervals with `vmap`.
 """
 
 import functools
-from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -39,10 +38,9 @@ from ._ocp import OptimalControlProblem
 from ._transcription import (
     AbstractNLP,
     AbstractTranscription,
+    Layout,
     Sizes,
-    block_structure,
-    lower_pairs,
-    offsets,
+    build_layout,
 )
 
 
@@ -70,128 +68,65 @@ class HermiteSimpson(AbstractTranscription):
         return CollocationNLP(problem, self.intervals)
 
 
-class _Layout(NamedTuple):
-    """Index arrays of the decision vector and of the constraint vector (numpy)."""
-
-    nz: int
-    offsets: dict
-    interval_vars: np.ndarray  # (N, w + nsh)
-    boundary_vars: np.ndarray  # (1, wb + nsh)
-    point_vars: np.ndarray  # (2N + 1, s + nu + nsh): nodes, then midpoints
-    node_vars: np.ndarray  # (N, s + nu + r + nsh): node k+1 with nu_k
-    step_rows: int
-    boundary_rows: int
-    nc: int
-    jac_rows: np.ndarray
-    jac_cols: np.ndarray
-    hess_rows: np.ndarray  # unique lower-triangle pairs
-    hess_cols: np.ndarray
-    hess_keep: tuple  # per Hessian block, the positions kept (lower triangle)
-    hess_segments: np.ndarray  # per kept entry: its unique pair
+def _parts(z: Sizes):
+    N, s, nu, r = z.N, z.s, z.nu, z.r
+    return [
+        ("X", (N + 1) * s),
+        ("Xm", N * s),
+        ("U", (N + 1) * nu),
+        ("Um", N * nu),
+        ("V", N * r),
+        ("shared", z.nsh),
+    ]
 
 
 @functools.lru_cache(maxsize=32)
-def _layout(z: Sizes, boundary_vars: tuple) -> _Layout:
+def _layout(z: Sizes) -> Layout:
+    """Index blocks: `interval` (N, 3s + 3nu + r + nsh) the variables of each interval's
+    rows; `point` (2N + 1, s + nu + nsh) the nodes then the midpoints; `node` (N,
+    s + nu + r + nsh) node k+1 with nu_k, for the constraint rows and projection."""
     N, s, nu, r, nsh = z.N, z.s, z.nu, z.r, z.nsh
-    off, nz = offsets(
-        [
-            ("X", (N + 1) * s),
-            ("Xm", N * s),
-            ("U", (N + 1) * nu),
-            ("Um", N * nu),
-            ("V", N * r),
-            ("shared", nsh),
-        ]
-    )
     i = np.arange(N)[:, None]
     j = np.arange(N + 1)[:, None]
-    shared = off["shared"] + np.arange(nsh)
-    interval_vars = np.concatenate(
+    shared = lambda off, k: np.broadcast_to(off["shared"] + np.arange(nsh), (k, nsh))
+    state = lambda off, name, k: off[name] + k * s + np.arange(s)
+    control = lambda off, name, k: off[name] + k * nu + np.arange(nu)
+    interval = lambda off: np.concatenate(
         [
-            off["X"] + i * s + np.arange(s),
-            off["Xm"] + i * s + np.arange(s),
-            off["X"] + (i + 1) * s + np.arange(s),
-            off["U"] + i * nu + np.arange(nu),
-            off["Um"] + i * nu + np.arange(nu),
-            off["U"] + (i + 1) * nu + np.arange(nu),
+            state(off, "X", i),
+            state(off, "Xm", i),
+            state(off, "X", i + 1),
+            control(off, "U", i),
+            control(off, "Um", i),
+            control(off, "U", i + 1),
             off["V"] + i * r + np.arange(r),
-            np.broadcast_to(shared, (N, nsh)),
+            shared(off, N),
         ],
         axis=1,
     )
-    boundary_vars = np.asarray(boundary_vars)[None]
-    R = 2 * s + r + 2 * z.npath
-    Rb = z.nterm + z.npath + z.r0
-    jr, jc = zip(
-        block_structure(np.arange(N * R).reshape(N, R), interval_vars),
-        block_structure(N * R + np.arange(Rb).reshape(1, Rb), boundary_vars),
-        strict=True,
-    )
-    # Hessian blocks: the points (nodes, then midpoints: x, u, shared), the constraint
-    # rows and projection of nodes 1..N (x_k, u_k, nu_{k-1}, shared) and the boundary.
-    points = np.concatenate(
+    point = lambda off: np.concatenate(
         [
-            np.concatenate([off["X"] + j * s + np.arange(s), off["U"] + j * nu + np.arange(nu)], 1),
-            np.concatenate(
-                [off["Xm"] + i * s + np.arange(s), off["Um"] + i * nu + np.arange(nu)], 1
-            ),
+            np.concatenate([state(off, "X", j), control(off, "U", j)], 1),
+            np.concatenate([state(off, "Xm", i), control(off, "Um", i)], 1),
         ]
     )
-    point_vars = np.concatenate([points, np.broadcast_to(shared, (2 * N + 1, nsh))], axis=1)
-    node_vars = np.concatenate(
-        [
-            off["X"] + (i + 1) * s + np.arange(s),
-            off["U"] + (i + 1) * nu + np.arange(nu),
-            off["V"] + i * r + np.arange(r),
-            np.broadcast_to(shared, (N, nsh)),
-        ],
+    node = lambda off: np.concatenate(
+        [state(off, "X", i + 1), control(off, "U", i + 1), off["V"] + i * r + np.arange(r),
+         shared(off, N)],
         axis=1,
-    )
-    hr, hc, keep, segments = lower_pairs((point_vars, node_vars, boundary_vars), nz)
-    return _Layout(
-        nz=nz,
-        offsets=off,
-        interval_vars=interval_vars,
-        boundary_vars=boundary_vars,
-        point_vars=point_vars,
-        node_vars=node_vars,
-        step_rows=R,
-        boundary_rows=Rb,
-        nc=N * R + Rb,
-        jac_rows=np.concatenate(jr),
-        jac_cols=np.concatenate(jc),
-        hess_rows=hr,
-        hess_cols=hc,
-        hess_keep=keep,
-        hess_segments=segments,
-    )
+    )  # fmt: skip
+    points = lambda off: np.concatenate([point(off), shared(off, 2 * N + 1)], axis=1)
+    R = 2 * s + r + 2 * z.npath
+    blocks = dict(interval=interval, point=points, node=node)
+    return build_layout(z, _parts(z), R, blocks, step="interval", hessian=("point", "node"))
 
 
 class CollocationNLP(AbstractNLP):
     """The nonlinear program of a Hermite–Simpson transcription (module docstring)."""
 
     @property
-    def layout(self) -> _Layout:
-        S = self.sizes
-        off, _ = offsets(
-            [
-                ("X", (S.N + 1) * S.s),
-                ("Xm", S.N * S.s),
-                ("U", (S.N + 1) * S.nu),
-                ("Um", S.N * S.nu),
-                ("V", S.N * S.r),
-                ("shared", S.nsh),
-            ]
-        )
-        bvars = np.concatenate(
-            [
-                off["X"] + np.arange(S.s),
-                off["X"] + S.N * S.s + np.arange(S.s),
-                off["U"] + S.N * S.nu + np.arange(S.nu),
-                off["shared"] + np.arange(S.nsh),
-            ]
-        )
-        return _layout(S, tuple(int(v) for v in bvars))
+    def layout(self) -> Layout:
+        return _layout(self.sizes)
 
     # -- the pieces ----------------------------------------------------------------------
     def _split_point(self, y):
@@ -225,7 +160,7 @@ class CollocationNLP(AbstractNLP):
     def _points(self, z):
         """Variables `(2N+1, s+nu+nsh)` and normalised times of the nodes, then midpoints."""
         taus = jnp.asarray(self.taus(), z.dtype)
-        return z[self.layout.point_vars], jnp.concatenate([taus, 0.5 * (taus[:-1] + taus[1:])])
+        return z[self.layout.vars["point"]], jnp.concatenate([taus, 0.5 * (taus[:-1] + taus[1:])])
 
     def _simpson_weights(self, dtype):
         """Simpson's weights of the points (nodes, then midpoints), in units of $h$."""
@@ -237,7 +172,7 @@ class CollocationNLP(AbstractNLP):
         """The interval rows, for all intervals, from the point values `F`, `P`."""
         N = self.N
         taus = jnp.asarray(self.taus(), z.dtype)
-        Vi = z[self.layout.interval_vars]
+        Vi = z[self.layout.vars["interval"]]
         return jax.vmap(self.interval)(
             Vi, taus[:-1], taus[1:], F[:N], F[N + 1 :], F[1 : N + 1], P[:N], P[N + 1 :]
         )
@@ -287,7 +222,7 @@ class CollocationNLP(AbstractNLP):
 
         pick = lambda A: jnp.stack([A[:N], A[N + 1 :], A[1 : N + 1]], axis=1)
         Ji = jax.vmap(jax.jacfwd(rows))(
-            z[L.interval_vars],
+            z[L.vars["interval"]],
             taus_n[:-1],
             taus_n[1:],
             pick(Y),
@@ -346,7 +281,7 @@ class CollocationNLP(AbstractNLP):
         hess = lambda fn: jax.jacfwd(jax.grad(fn))
         taus_n = jnp.asarray(self.taus(), z.dtype)
         Hp = jax.vmap(hess(lag_point))(Y, taus, W, lam_path, c).ravel()[L.hess_keep[0]]
-        Hn = jax.vmap(hess(lag_node))(z[L.node_vars], taus_n[1:], lH, ls).ravel()
+        Hn = jax.vmap(hess(lag_node))(z[L.vars["node"]], taus_n[1:], lH, ls).ravel()
         Hb = hess(lag_boundary)(z[L.boundary_vars[0]]).ravel()[L.hess_keep[2]]
         values = jnp.concatenate([Hp, Hn[L.hess_keep[1]], Hb])
         return jax.ops.segment_sum(values, L.hess_segments, num_segments=L.hess_rows.shape[0])

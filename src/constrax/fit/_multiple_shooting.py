@@ -17,7 +17,6 @@ inequalities hold at the nodes.
 """
 
 import functools
-from typing import NamedTuple
 
 import diffrax
 import equinox as eqx
@@ -30,10 +29,9 @@ from ._ocp import OptimalControlProblem
 from ._transcription import (
     AbstractNLP,
     AbstractTranscription,
+    Layout,
     Sizes,
-    block_structure,
-    lower_pairs,
-    offsets,
+    build_layout,
 )
 
 
@@ -74,33 +72,17 @@ class DirectMultipleShooting(AbstractTranscription):
         return ShootingNLP(problem, self.segments, self.steps, self.solver)
 
 
-class _Layout(NamedTuple):
-    nz: int
-    offsets: dict
-    segment_vars: np.ndarray  # (N, 2s + 2nu + r + nsh)
-    boundary_vars: np.ndarray  # (1, 2s + nu + nsh)
-    step_rows: int
-    boundary_rows: int
-    nc: int
-    jac_rows: np.ndarray
-    jac_cols: np.ndarray
-    hess_rows: np.ndarray
-    hess_cols: np.ndarray
-    hess_keep: tuple
-    hess_segments: np.ndarray
-
-
 def _parts(z: Sizes):
     N, s, nu, r = z.N, z.s, z.nu, z.r
     return [("X", (N + 1) * s), ("U", (N + 1) * nu), ("V", N * r), ("shared", z.nsh)]
 
 
 @functools.lru_cache(maxsize=32)
-def _layout(z: Sizes, boundary_vars: tuple) -> _Layout:
+def _layout(z: Sizes) -> Layout:
+    """Index block `segment` (N, 2s + 2nu + r + nsh): the variables of each segment."""
     N, s, nu, r, nsh = z.N, z.s, z.nu, z.r, z.nsh
-    off, nz = offsets(_parts(z))
     i = np.arange(N)[:, None]
-    segment_vars = np.concatenate(
+    segment = lambda off: np.concatenate(
         [
             off["X"] + i * s + np.arange(s),
             off["X"] + (i + 1) * s + np.arange(s),
@@ -111,29 +93,9 @@ def _layout(z: Sizes, boundary_vars: tuple) -> _Layout:
         ],
         axis=1,
     )
-    boundary_vars = np.asarray(boundary_vars)[None]
     R = s + r + z.npath
-    Rb = z.nterm + z.npath + z.r0
-    jr, jc = zip(
-        block_structure(np.arange(N * R).reshape(N, R), segment_vars),
-        block_structure(N * R + np.arange(Rb).reshape(1, Rb), boundary_vars),
-        strict=True,
-    )
-    hr, hc, keep, segments = lower_pairs((segment_vars, boundary_vars), nz)
-    return _Layout(
-        nz=nz,
-        offsets=off,
-        segment_vars=segment_vars,
-        boundary_vars=boundary_vars,
-        step_rows=R,
-        boundary_rows=Rb,
-        nc=N * R + Rb,
-        jac_rows=np.concatenate(jr),
-        jac_cols=np.concatenate(jc),
-        hess_rows=hr,
-        hess_cols=hc,
-        hess_keep=keep,
-        hess_segments=segments,
+    return build_layout(
+        z, _parts(z), R, dict(segment=segment), step="segment", hessian=("segment",)
     )
 
 
@@ -144,18 +106,8 @@ class ShootingNLP(AbstractNLP):
     solver: diffrax.AbstractSolver
 
     @property
-    def layout(self) -> _Layout:
-        S = self.sizes
-        off, _ = offsets(_parts(S))
-        bvars = np.concatenate(
-            [
-                off["X"] + np.arange(S.s),
-                off["X"] + S.N * S.s + np.arange(S.s),
-                off["U"] + S.N * S.nu + np.arange(S.nu),
-                off["shared"] + np.arange(S.nsh),
-            ]
-        )
-        return _layout(S, tuple(int(v) for v in bvars))
+    def layout(self) -> Layout:
+        return _layout(self.sizes)
 
     def flow(self, tau0, tau1, x0, u0, u1, shared) -> tuple[Array, Array]:
         r"""$(\Phi_k(x_0), \int\ell\,dt)$ over one segment: `steps` fixed steps of the
@@ -196,7 +148,7 @@ class ShootingNLP(AbstractNLP):
     def _all(self, z):
         L = self.layout
         taus = jnp.asarray(self.taus(), z.dtype)
-        costs, rows = jax.vmap(self.segment)(z[L.segment_vars], taus[:-1], taus[1:])
+        costs, rows = jax.vmap(self.segment)(z[L.vars["segment"]], taus[:-1], taus[1:])
         cost_b, rows_b = self.boundary(z[L.boundary_vars[0]])
         return jnp.sum(costs) + cost_b, jnp.concatenate([rows.ravel(), rows_b])
 
@@ -210,7 +162,7 @@ class ShootingNLP(AbstractNLP):
         L = self.layout
         taus = jnp.asarray(self.taus(), z.dtype)
         rows = lambda v, a, b: self.segment(v, a, b)[1]
-        Js = jax.vmap(jax.jacfwd(rows))(z[L.segment_vars], taus[:-1], taus[1:])
+        Js = jax.vmap(jax.jacfwd(rows))(z[L.vars["segment"]], taus[:-1], taus[1:])
         Jb = jax.jacfwd(lambda v: self.boundary(v)[1])(z[L.boundary_vars[0]])
         return jnp.concatenate([Js.ravel(), Jb.ravel()])
 
@@ -230,7 +182,7 @@ class ShootingNLP(AbstractNLP):
             return obj_factor * cost + lb @ rows
 
         hess = lambda fn: jax.jacfwd(jax.grad(fn))
-        Hs = jax.vmap(hess(lag_segment))(z[L.segment_vars], taus[:-1], taus[1:], ls)
+        Hs = jax.vmap(hess(lag_segment))(z[L.vars["segment"]], taus[:-1], taus[1:], ls)
         Hb = hess(lag_boundary)(z[L.boundary_vars[0]])
         values = jnp.concatenate([Hs.ravel()[L.hess_keep[0]], Hb.ravel()[L.hess_keep[1]]])
         return jax.ops.segment_sum(values, L.hess_segments, num_segments=L.hess_rows.shape[0])

@@ -75,6 +75,72 @@ def lower_pairs(blocks, nz: int):
     return pairs // nz, pairs % nz, tuple(keep), segments.ravel()
 
 
+def boundary_indices(off: dict, z: Sizes) -> np.ndarray:
+    """Indices `(2s + nu + nsh,)` of the boundary block's variables: $x_0$, $x_N$, $u_N$
+    and the shared variables."""
+    return np.concatenate(
+        [
+            off["X"] + np.arange(z.s),
+            off["X"] + z.N * z.s + np.arange(z.s),
+            off["U"] + z.N * z.nu + np.arange(z.nu),
+            off["shared"] + np.arange(z.nsh),
+        ]
+    )
+
+
+class Layout(NamedTuple):
+    """Index arrays of the decision vector and of the constraint vector (numpy)."""
+
+    nz: int
+    offsets: dict  # start of each part of z: "X", "U", "V", "shared" (and "Xm", "Um")
+    vars: dict  # the transcription's blocks of variable indices, each (B, w)
+    boundary_vars: np.ndarray  # (1, 2s + nu + nsh)
+    step_rows: int
+    boundary_rows: int
+    nc: int
+    jac_rows: np.ndarray
+    jac_cols: np.ndarray
+    hess_rows: np.ndarray  # unique lower-triangle pairs
+    hess_cols: np.ndarray
+    hess_keep: tuple  # per Hessian block, the positions of its values kept
+    hess_segments: np.ndarray  # per kept value, its pair
+
+
+def build_layout(z: Sizes, parts, R: int, vars: dict, step: str, hessian: tuple) -> Layout:
+    """A `Layout` from the parts of $z$, the rows per step `R`, the transcription's index
+    blocks `vars`: the Jacobian's dense blocks are each step's rows by `vars[step]` and the
+    boundary rows by the boundary variables; the Hessian's blocks are `vars[name]` for
+    the names in `hessian`, then the boundary block."""
+    off, nz = offsets(parts)
+    vars = {name: fn(off) for name, fn in vars.items()}
+    step_vars = vars[step]
+    hessian_blocks = tuple(vars[name] for name in hessian) + (boundary_indices(off, z)[None],)
+    N = z.N
+    Rb = z.nterm + z.npath + z.r0
+    boundary_vars = hessian_blocks[-1]
+    jr, jc = zip(
+        block_structure(np.arange(N * R).reshape(N, R), step_vars),
+        block_structure(N * R + np.arange(Rb).reshape(1, Rb), boundary_vars),
+        strict=True,
+    )
+    hr, hc, keep, segments = lower_pairs(hessian_blocks, nz)
+    return Layout(
+        nz=nz,
+        offsets=off,
+        vars=vars,
+        boundary_vars=boundary_vars,
+        step_rows=R,
+        boundary_rows=Rb,
+        nc=N * R + Rb,
+        jac_rows=np.concatenate(jr),
+        jac_cols=np.concatenate(jc),
+        hess_rows=hr,
+        hess_cols=hc,
+        hess_keep=keep,
+        hess_segments=segments,
+    )
+
+
 def offsets(parts) -> tuple[dict, int]:
     """Start of each named part of the decision vector, and its length."""
     off, k = {}, 0
@@ -242,19 +308,6 @@ class AbstractNLP(eqx.Module):
             t0 = jnp.asarray(pr.t0, v.dtype)
             rows.append(self.manifold(t0, x0, jnp.zeros(nu, v.dtype), shared))
         return cost, jnp.concatenate([jnp.asarray(x, v.dtype) for x in rows])
-
-    def boundary_vars(self) -> np.ndarray:
-        """Indices `(1, 2s + nu + nsh)` of the boundary block's variables."""
-        S, off = self.sizes, self.layout.offsets
-        s, nu, N = S.s, S.nu, S.N
-        return np.concatenate(
-            [
-                off["X"] + np.arange(s),
-                off["X"] + N * s + np.arange(s),
-                off["U"] + N * nu + np.arange(nu),
-                off["shared"] + np.arange(S.nsh),
-            ]
-        )[None]
 
     # -- bounds, names, residuals (numpy, outside jit) ------------------------------------
     def variable_bounds(self) -> tuple[np.ndarray, np.ndarray]:
