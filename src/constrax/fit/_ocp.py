@@ -83,6 +83,7 @@ class OptimalControlProblem(eqx.Module):
 
     $$\min_{u(\cdot),\,p_\text{opt},\,t_1}\ \int_{t_0}^{t_1}\ell(t,q,\dot q,u,p)\,dt
     + \phi(t_1, q(t_1), \dot q(t_1), p)$$
+
     subject to the system's constrained dynamics, the initial state `(q0, qd0)` at
     $t_0$, the terminal state `(q1, qd1)` at $t_1$ where given,
     $\psi(t_1, q(t_1), \dot q(t_1), p) = 0$, $h(t, q, \dot q, u, p) \le 0$ along the
