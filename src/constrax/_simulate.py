@@ -623,7 +623,9 @@ def simulate(
       stabilisation or constraints), `SaveAt(t1=True)`, `RecursiveCheckpointAdjoint()`.
       The cap keeps gradients right: an adaptive controller does not see the decaying
       modes on a consistent state, but derivatives excite them. Pass `dtmax` the same
-      way to a controller of your own.
+      way to a controller of your own. With `diffrax.ConstantStepSize` and an explicit
+      solver, a `dt0` beyond the solver's stability limit at the initial state emits a
+      `cx.StepSizeWarning` (eager calls; docs page "Choosing the integrator").
     - `prescription`: `cx.DAlembert()` or `cx.Vakonomic()`; `mu0` the initial vakonomic
       multipliers `(m,)` (default zeros: $\mu_0$ is free initial data of that problem).
     - `constraint_solver`: `cx.AutoSolver()`, `cx.KKT()` or `cx.UdwadiaKalaba()`.
