@@ -105,3 +105,17 @@ def test_stability_function_of_the_tableaux():
     tsit5 = _simulate._stability_polynomial(diffrax.Tsit5())
     assert _simulate._spurious_growth(tsit5, np.array([3.2j]))[0] == pytest.approx(1.40, abs=5e-3)
     assert _simulate._stability_polynomial(diffrax.Kvaerno5()) is None
+
+
+def test_under_jit_nothing_is_checked_or_added():
+    """Inside a trace nothing is concrete: the check is skipped and adds nothing to the
+    traced program (the values are the same as the eager run's)."""
+    import jax
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        q = jax.jit(lambda p: _fixed(0.5 / OMEGA, max_steps=256).q)(P)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        jax.jit(lambda p: _fixed(3.2 / OMEGA).q)(P)  # would warn eagerly
+    np.testing.assert_allclose(q, _fixed(0.5 / OMEGA, max_steps=256).q, rtol=1e-12)
