@@ -142,15 +142,20 @@ def test_no_page_or_docstring_cites_internal_notes():
 # ---------------------------------------------------------------------------------------
 
 
-def _mkdocs_build(config: pathlib.Path, site: pathlib.Path) -> subprocess.CompletedProcess:
+def _mkdocs_build(
+    config: pathlib.Path, site: pathlib.Path, execute: bool = False
+) -> subprocess.CompletedProcess:
+    """`mkdocs build --strict`; the tutorials executed only with `execute` (minutes, not
+    seconds: README, "Documentation"), as the published build does."""
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    env["CONSTRAX_DOCS_EXECUTE"] = "true" if execute else "false"
     return subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
         cwd=config.parent,
         capture_output=True,
         text=True,
         env=env,
-        timeout=600,
+        timeout=1800,
     )
 
 
@@ -175,6 +180,52 @@ def test_site_builds_strictly_with_every_api_page(built_site):
     assert (built_site / "experiments" / "figures" / "dalembert_vs_vakonomic.png").exists()
     for f in (built_site / "_static").rglob("*"):
         assert f.stat().st_size < 2 * 2**20, f
+
+
+_EMPTY_PROMPT = re.compile(r"In(?:\s|&nbsp;|\xa0)*\[(?:\s|&nbsp;|\xa0)*\]:")
+_FIGURE = re.compile(r'<img[^>]*src="(?:data:image/png;base64,|[^"]+\.png")')
+
+
+def tutorial_problems(page: str, html: str) -> list[str]:
+    """What a tutorial page of an executed build lacks: a figure (an `<img>` of a PNG,
+    inline or a file) and outputs (a code cell left as `In [ ]:` was not executed)."""
+    problems = []
+    if not _FIGURE.search(html):
+        problems.append(f"{page}: no figure")
+    n = len(_EMPTY_PROMPT.findall(html))
+    if n:
+        problems.append(f"{page}: {n} code cell(s) not executed (In [ ]:)")
+    return problems
+
+
+def test_tutorial_checker_names_what_is_missing():
+    shown = '<div>In\xa0[1]:</div><img src="data:image/png;base64,iVBOR">'
+    assert tutorial_problems("n", shown) == []
+    assert tutorial_problems("n", "<div>In&nbsp;[&nbsp;]:</div><div>In\xa0[\xa0]:</div>") == [
+        "n: no figure",
+        "n: 2 code cell(s) not executed (In [ ]:)",
+    ]
+
+
+@pytest.mark.slow
+def test_executed_site_shows_every_tutorials_outputs_and_figures(tmp_path):
+    """The published build executes the tutorials (mkdocs.yml; the notebooks are committed
+    without outputs): every tutorial page shows its outputs and at least one figure, and
+    a failing cell fails the build (`allow_errors: false`). The default suite's build
+    skips the execution (minutes on a 2-core CPU)."""
+    pytest.importorskip("mkdocs")
+    pytest.importorskip("mkdocstrings_handlers.python")
+    pytest.importorskip("mkdocs_jupyter")
+    site = tmp_path / "site"
+    result = _mkdocs_build(ROOT / "mkdocs.yml", site, execute=True)
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+    notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    problems = []
+    for nb in notebooks:
+        html = (site / "notebooks" / nb.stem / "index.html").read_text()
+        problems += tutorial_problems(nb.stem, html)
+        assert "Traceback" not in html, f"{nb.stem}: a traceback on the page"
+    assert notebooks and not problems, "\n".join(problems)
 
 
 def _pyproject_version() -> str:

@@ -2,8 +2,9 @@
 
 * `experiments/figures/*.png` are served at `experiments/figures/<name>.png` (the gallery
   shows the committed figures without copies of them in `docs/`);
-* `notebooks/*.ipynb` become the pages `notebooks/<name>/` (rendered by mkdocs-jupyter, not
-  executed: the test suite executes the notebooks).
+* `notebooks/*.ipynb` become the pages `notebooks/<name>/` (rendered by mkdocs-jupyter,
+  which executes them at build time unless `CONSTRAX_DOCS_EXECUTE=false`: mkdocs.yml and
+  docs/_hooks/notebooks.py).
 
 The files keep their repository paths, relative to the repository root. The hook runs
 before mkdocs-jupyter's own `on_files` (higher priority), so that plugin sees the notebooks

@@ -71,6 +71,7 @@ from ._prescriptions import (
     Vakonomic as Vakonomic,
 )
 from ._simulate import (
+    StepSizeWarning as StepSizeWarning,
     Trajectory as Trajectory,
     consistent_initial_state as consistent_initial_state,
     simulate as simulate,
