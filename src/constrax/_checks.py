@@ -200,6 +200,7 @@ _FORWARD_HINT = (
     "default adjoint diffrax.RecursiveCheckpointAdjoint(), which supports reverse mode only. "
     "Pass adjoint=diffrax.ForwardMode() to simulate (cheaper when there are few inputs), or "
     "use jax.jacrev / jax.grad."
+    " More on the 'Sharp bits' page of the documentation (docs/sharp-bits.md)."
 )
 
 

@@ -86,6 +86,7 @@ _MAX_STEPS = (
     "constrax.simulate: the solver took `max_steps` steps without reaching t1. Increase "
     "`max_steps`, loosen the step-size controller's rtol/atol, or look for stiffness or a "
     "singular configuration (cx.constraint_rank) along the trajectory."
+    " More on the 'Sharp bits' page of the documentation (docs/sharp-bits.md)."
 )
 _FAILED = (
     "constrax.simulate: the diffrax solve did not succeed (step size underflow, non-finite "
@@ -107,6 +108,7 @@ _INCONSISTENT = (
     "fires while integrating *through* a singular configuration, the drift of the "
     "integration made the rows inconsistent: use stabilisation=cx.Projection() or a "
     "tighter tolerance. consistency_rtol=None turns this check off."
+    " More on the 'Sharp bits' page of the documentation (docs/sharp-bits.md)."
 )
 _MASS_MSG = (
     "the mass matrix W = d2L/dqd2 is not positive definite on the admissible velocities "

@@ -41,6 +41,7 @@ _SINGULAR_KKT = (
     "constraints) or the mass matrix W = d2L/dqd2 is singular on the admissible velocities "
     "ker A. Use `constraint_solver=cx.UdwadiaKalaba()` or `cx.AutoSolver()` for the former; "
     "check the Lagrangian for the latter."
+    " More on the 'Sharp bits' page of the documentation (docs/sharp-bits.md)."
 )
 _SINGULAR_MASS = (
     "constrax: the mass matrix W = d2L/dqd2 is not positive definite on the admissible "
