@@ -100,12 +100,10 @@ def _dense(nlp, z, lam, sigma):
     return J, H
 
 
+@pytest.mark.slow  # the dense reference Hessian of the whole program compiles for ~1 min
 @pytest.mark.parametrize(
     "transcription",
-    [
-        fit.HermiteSimpson(3),
-        pytest.param(fit.DirectMultipleShooting(3, 2), marks=pytest.mark.slow),
-    ],
+    [fit.HermiteSimpson(3), fit.DirectMultipleShooting(3, 2)],
     ids=["hermite-simpson", "multiple-shooting"],
 )
 def test_sparse_jacobian_and_hessian_equal_dense_autodiff_and_finite_differences(transcription):
