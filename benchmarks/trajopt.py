@@ -233,12 +233,33 @@ def run_constrax(
     t0 = time.perf_counter()
     replay = sol.replay_error()
     replay_s = time.perf_counter() - t0
-    row = {
+    row = _row(name, N, transcription, jitter, sol, walls)
+    row["transcription"] += "" if hessian == "exact" else ", L-BFGS"
+    row.update(
+        {
+            "first_solve_s": first,
+            "first_minus_warm_s": first - statistics.median(walls),
+            "compile": compile_,
+            "replay_error": replay,
+            "replay_wall_s_with_compile": replay_s,
+            "nlp_variables": int(nlp.layout.nz),
+            "nlp_constraints": int(nlp.layout.nc),
+        }
+    )
+    if problem.free_time:
+        row["t1"] = float(sol.t1)
+        row["max_abs_u"] = float(jnp.max(jnp.abs(jnp.concatenate([sol.u, sol.u_mid]))))
+    return row, sol
+
+
+def _row(name, N, transcription, jitter, sol, walls) -> dict:
+    """The fields every constrax row has: what was solved, the result, the solve times."""
+    shooting = isinstance(transcription, cx.fit.DirectMultipleShooting)
+    return {
         "problem": name,
         "N": N,
-        "contender": "constrax"
-        + (" (shooting)" if isinstance(transcription, cx.fit.DirectMultipleShooting) else ""),
-        "transcription": _describe(transcription) + ("" if hessian == "exact" else ", L-BFGS"),
+        "contender": "constrax" + (" (shooting)" if shooting else ""),
+        "transcription": _describe(transcription),
         "guess": f"linear + jitter {jitter:g}" if jitter else "linear (exact)",
         "objective": sol.objective,
         "success": sol.success,
@@ -247,20 +268,9 @@ def run_constrax(
         "solve_min_s": min(walls),
         "solve_median_s": statistics.median(walls),
         "solve_samples_s": walls,
-        "first_solve_s": first,
-        "first_minus_warm_s": first - statistics.median(walls),
-        "compile": compile_,
         "max_violation": sol.constraint_violation,
         "manifold_violation": sol.manifold_violation,
-        "replay_error": replay,
-        "replay_wall_s_with_compile": replay_s,
-        "nlp_variables": int(nlp.layout.nz),
-        "nlp_constraints": int(nlp.layout.nc),
     }
-    if problem.free_time:
-        row["t1"] = float(sol.t1)
-        row["max_abs_u"] = float(jnp.max(jnp.abs(jnp.concatenate([sol.u, sol.u_mid]))))
-    return row, sol
 
 
 def _describe(transcription) -> str:
@@ -286,21 +296,7 @@ def run_constrax_again(name, problem, N, repeats, jitter) -> dict:
         )
         walls.append(time.perf_counter() - t0)
     return {
-        "problem": name,
-        "N": N,
-        "contender": "constrax"
-        + (" (shooting)" if isinstance(transcription, cx.fit.DirectMultipleShooting) else ""),
-        "transcription": _describe(transcription),
-        "guess": f"linear + jitter {jitter:g}" if jitter else "linear (exact)",
-        "objective": sol.objective,
-        "success": sol.success,
-        "status": sol.status,
-        "iterations": sol.iterations,
-        "solve_min_s": min(walls),
-        "solve_median_s": statistics.median(walls),
-        "solve_samples_s": walls,
-        "max_violation": sol.constraint_violation,
-        "manifold_violation": sol.manifold_violation,
+        **_row(name, N, transcription, jitter, sol, walls),
         "replay_error": sol.replay_error() if sol.success else None,
     }
 

@@ -205,7 +205,14 @@ class AbstractNLP(eqx.Module):
         pr = self.problem
         fixed0 = pr.q0 is not None and pr.qd0 is not None
         r = pr.h + pr.m
-        nsh = int(pr.optimised_parameters(pr.params).shape[0]) + int(pr.free_time)
+        # Sizes from shapes alone: this runs inside traced code, where computing the
+        # flattened parameters would add equations for a number.
+        k = (
+            0
+            if pr.parameters is None
+            else sum(np.size(x) for x in jax.tree.leaves(pr.parameters(pr.params)))
+        )
+        nsh = int(k) + int(pr.free_time)
         return Sizes(
             self.N, pr.state_size, pr.nu, r, nsh, pr.n_path, pr.n_terminal, 0 if fixed0 else r
         )
