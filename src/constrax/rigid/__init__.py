@@ -84,3 +84,8 @@ from ._so3 import (
     spatial_translational_velocity as spatial_translational_velocity,
     vee as vee,
 )
+from ._frictional_contact import FrictionalContact as FrictionalContact
+from ._switching import (
+    ContactTrajectory as ContactTrajectory,
+    simulate_contacts as simulate_contacts,
+)
