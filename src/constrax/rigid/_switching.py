@@ -57,9 +57,9 @@ _STATUS = ("ok", "lift-off", "switch budget exhausted", "integration failed", "i
 _INIT_OK = 0
 _INIT_CODES = (
     None,
-    "`static_friction` (mu_s) must be finite and >= 0",
-    "`kinetic_friction` (mu_k) must be finite and >= 0",
-    "`static_friction` (mu_s) must be >= `kinetic_friction` (mu_k)",
+    "needs a finite `static_friction` mu_s >= 0",
+    "needs a finite `kinetic_friction` mu_k >= 0",
+    "needs `static_friction` mu_s >= `kinetic_friction` mu_k",
     "is declared 'rolling' but its contact point slips: declare it 'sliding', or start from "
     "a state that satisfies the rolling rows",
     "is declared 'rolling' but rolling needs a friction force outside the static friction "
@@ -230,8 +230,8 @@ class ContactTrajectory(eqx.Module):
 
 
 def _initial_codes(model: _Model, modes, t, q, qd, p, tolerance) -> tuple[Array, Array]:
-    """Per-contact code of the first failed initial check (0: consistent), and the initial
-    slip anchors."""
+    """Per-contact code of the first failed initial check (0: consistent), the initial
+    slip anchors, and the scale of the normal reactions."""
     slip = jnp.stack([c.slip_velocity(t, q, qd, p) for c in model.contacts])
     scale = jnp.stack([c.speed_scale(t, q, qd, p) for c in model.contacts])
     anchors = jax.vmap(_unit)(slip)
@@ -253,7 +253,7 @@ def _initial_codes(model: _Model, modes, t, q, qd, p, tolerance) -> tuple[Array,
     code = jnp.zeros(len(model.contacts), jnp.int32)
     for k in reversed(range(len(checks))):
         code = jnp.where(checks[k], k + 1, code)
-    return code, anchors
+    return code, anchors, jnp.max(jnp.abs(ev.normal)) + jnp.finfo(q.dtype).tiny
 
 
 class _Static:
@@ -314,7 +314,7 @@ def _run(
     model = _Model(system, contacts, stabilisation)
     N = len(model.contacts)
     dtype = q0.dtype
-    codes, anchors0 = _initial_codes(model, modes0, t0, q0, qd0, p, tolerance)
+    codes, anchors0, normal_scale = _initial_codes(model, modes0, t0, q0, qd0, p, tolerance)
     mu_s = model.static_friction(p)
 
     def field(t, y, args):
@@ -370,11 +370,15 @@ def _run(
         trial = jnp.concatenate([modes[None], jnp.where(jnp.eye(N, dtype=bool), ROLLING, modes)])
         evs = jax.vmap(lambda m: model.evaluate(m, t_seg, q_seg, qd_seg, p, anchors))(trial)
         ev = jax.tree.map(lambda x: x[0], evs)
-        flat = jnp.argmin(model.conditions(modes, ev, anchors, p).reshape(-1))
-        c, kind = (flat // 2).astype(jnp.int32), flat % 2
+        # Lift-off first: where N and the cone mu_s N - |lambda_t| vanish together (no
+        # tangential load), the contact lifts off rather than slides.
+        lowest = jnp.argmin(ev.normal)
+        lifted = ev.normal[lowest] <= tolerance * normal_scale
+        first = jnp.argmin(model.conditions(modes, ev, anchors, p)[:, 0])
+        c = jnp.where(lifted, lowest, first).astype(jnp.int32)
         is_c = jnp.arange(N) == c
-        lift = fired & (kind == 1)
-        switch = fired & (kind == 0)
+        lift = fired & lifted
+        switch = fired & ~lifted
         ev_roll = jax.tree.map(lambda x: x[1 + c], evs)
 
         # rolling -> sliding: the slip starts against the friction force rolling needed.
@@ -541,6 +545,24 @@ def _raise_eager(out: ContactTrajectory, contacts, max_switches: int) -> None:
     )
 
 
+def _check_coefficients(contacts, p) -> None:
+    """The friction coefficients read from `p`, checked now where they are concrete (under
+    a trace the run checks them, `ContactTrajectory.initial_check`)."""
+    for c in contacts:
+        mu_s, mu_k = c.coefficients(p)
+        if isinstance(mu_s, jax.core.Tracer) or isinstance(mu_k, jax.core.Tracer):
+            continue
+        mu_s, mu_k = float(mu_s), float(mu_k)
+        where = f"cx.rigid.simulate_contacts: contact {c.name!r}"
+        got = f" (got mu_s = {mu_s}, mu_k = {mu_k})"
+        if not (np.isfinite(mu_s) and mu_s >= 0):
+            raise ValueError(f"{where} {_INIT_CODES[1]}{got}")
+        if not (np.isfinite(mu_k) and mu_k >= 0):
+            raise ValueError(f"{where} {_INIT_CODES[2]}{got}")
+        if mu_s < mu_k:
+            raise ValueError(f"{where} {_INIT_CODES[3]}{got}")
+
+
 def _check_state(x, name: str) -> Array:
     x = jnp.asarray(x)
     if not jnp.issubdtype(x.dtype, jnp.inexact):
@@ -701,6 +723,7 @@ def simulate_contacts(
     if adjoint is None:
         adjoint = diffrax.RecursiveCheckpointAdjoint()
     p = jax.tree.map(lambda x: jnp.asarray(x, dtype) if isinstance(x, float) else x, p)
+    _check_coefficients(contacts, p)
     coefficients = tuple(eqx.partition(c, _coefficient_filter(c))[0] for c in contacts)
     out = _run_jit(
         _Static(system, stabilisation, contacts),
