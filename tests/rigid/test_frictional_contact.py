@@ -2,8 +2,9 @@
 `cx.rigid.simulate_contacts`).
 
 References, none derived from the code under test: the closed-form motion of a homogeneous
-ball on a horizontal plane (Routh 1905, *Advanced Dynamics of a System of Rigid Bodies*,
-ch. V: a ball launched without spin skids with constant deceleration mu_k g while its spin
+ball on a horizontal plane (Coriolis 1835, *Théorie mathématique des effets du jeu de
+billard*; Routh 1905, *The Elementary Part of a Treatise on the Dynamics of a System of Rigid
+Bodies*: a ball launched without spin skids with constant deceleration mu_k g while its spin
 grows, and rolls from t* = 2 v0 / (7 mu_k g) on at 5 v0 / 7, having lost m v0^2 / 7), the
 friction a rolling ball needs under a force at its centre (f = 2F/7, from Newton-Euler),
 and central finite differences.
@@ -188,9 +189,9 @@ BALL2 = rg.RigidBody(1.0, jnp.full(3, 0.004), offset=BALL1.size, name="right")
 
 
 def _two_lagrangian(t, q, qd, p):
-    return _ball_lagrangian(BALL1, p, "m", "a")(t, q, qd, p) + _ball_lagrangian(
-        BALL2, p, "m", "a"
-    )(t, q, qd, p)
+    return _ball_lagrangian(BALL1, p, "m", "a")(t, q, qd, p) + _ball_lagrangian(BALL2, p, "m", "a")(
+        t, q, qd, p
+    )
 
 
 TWO = cx.System(_two_lagrangian, [BALL1.orientation_constraint(), BALL2.orientation_constraint()])
@@ -350,7 +351,11 @@ def test_inconsistent_initial_modes_are_refused():
 def test_contact_without_normal_row_and_bad_modes_are_refused():
     with pytest.raises(TypeError, match=r"contacts\[0\]` must be a cx.rigid.FrictionalContact"):
         rg.simulate_contacts(
-            SYSTEM, [rg.no_slip(BALL, rg.Sphere(0.1))], jnp.zeros(7), jnp.zeros(7), t1=1.0,
+            SYSTEM,
+            [rg.no_slip(BALL, rg.Sphere(0.1))],
+            jnp.zeros(7),
+            jnp.zeros(7),
+            t1=1.0,
             modes=["rolling"],
         )
     p = _params()
@@ -360,11 +365,13 @@ def test_contact_without_normal_row_and_bad_modes_are_refused():
     with pytest.raises(ValueError, match=r"one mode per contact"):
         rg.simulate_contacts(SYSTEM, [CONTACT], q0, qd0, p, modes=[], t1=1.0)
     with pytest.raises(ValueError, match=r"`max_switches` must be a non-negative int"):
-        rg.simulate_contacts(SYSTEM, [CONTACT], q0, qd0, p, modes=["sliding"], t1=1.0,
-                             max_switches=-1)
+        rg.simulate_contacts(
+            SYSTEM, [CONTACT], q0, qd0, p, modes=["sliding"], t1=1.0, max_switches=-1
+        )
     with pytest.raises(ValueError, match=r"beta=10.0"):
-        rg.simulate_contacts(SYSTEM, [CONTACT], q0, qd0, p, modes=["sliding"], t1=1.0,
-                             stabilisation=cx.Projection())
+        rg.simulate_contacts(
+            SYSTEM, [CONTACT], q0, qd0, p, modes=["sliding"], t1=1.0, stabilisation=cx.Projection()
+        )
 
 
 @pytest.mark.slow

@@ -192,9 +192,7 @@ class FrictionalContact(eqx.Module):
 
     def _contact_velocity(self, t, q, qd, p) -> tuple[Array, Array]:
         delta = contact_offset(self.body, self.shape, self.plane, q, p)
-        v = relative_velocity(
-            self.body, t, q, qd, delta, self.plane.velocity, p, "Plane.velocity"
-        )
+        v = relative_velocity(self.body, t, q, qd, delta, self.plane.velocity, p, "Plane.velocity")
         return delta, v
 
     def slip_velocity(self, t, q, qd, p) -> Float[Array, " 3"]:

@@ -113,7 +113,8 @@ class _Model(eqx.Module):
 
     def evaluate_combo(self, combo, t, q, qd, p, anchors) -> _Eval:
         system = self.combo_system(combo)
-        offsets = np.cumsum([0] + [c.num_rows(MODES[m]) for c, m in zip(self.contacts, combo)])
+        rows = [c.num_rows(MODES[m]) for c, m in zip(self.contacts, combo, strict=True)]
+        offsets = np.cumsum([0, *rows])
         out = cx.accelerations(system, t, q, qd, p, stabilisation=self.stabilisation)
         qd_u, qdd, lam = out.velocity, out.qdd, out.multipliers
         sliding = [i for i, m in enumerate(combo) if m == SLIDING]
@@ -139,7 +140,7 @@ class _Model(eqx.Module):
             lam = lam + Y @ N
         normal = jnp.stack([lam[offsets[i]] for i in range(len(self.contacts))])
         tangential = []
-        for i, (contact, m) in enumerate(zip(self.contacts, combo)):
+        for i, (contact, m) in enumerate(zip(self.contacts, combo, strict=True)):
             if m == ROLLING:
                 tangents = contact.plane.tangents().astype(q.dtype)
                 tangential.append(lam[offsets[i] + 1 : offsets[i] + 3] @ tangents)
@@ -152,9 +153,7 @@ class _Model(eqx.Module):
     def evaluate(self, modes, t, q, qd, p, anchors) -> _Eval:
         combos = _combos(len(self.contacts))
         index = jnp.sum(modes * (2 ** jnp.arange(len(self.contacts))))
-        branches = [
-            (lambda c: lambda *a: self.evaluate_combo(c, *a))(combo) for combo in combos
-        ]
+        branches = [(lambda c: lambda *a: self.evaluate_combo(c, *a))(combo) for combo in combos]
         return jax.lax.switch(index, branches, t, q, qd, p, anchors)
 
     def static_friction(self, p) -> Array:
@@ -272,7 +271,7 @@ class _Static:
             isinstance(other, _Static)
             and self._key == other._key
             and len(other.parts[1]) == len(self.parts[1])
-            and all(a is b for a, b in zip(self.parts[1], other.parts[1]))
+            and all(a is b for a, b in zip(self.parts[1], other.parts[1], strict=True))
         )
 
 
@@ -309,7 +308,7 @@ def _run(
     system, contacts, stabilisation = static.parts
     contacts = tuple(
         eqx.combine(dyn, eqx.partition(c, _coefficient_filter(c))[1])
-        for dyn, c in zip(coefficients, contacts)
+        for dyn, c in zip(coefficients, contacts, strict=True)
     )
     model = _Model(system, contacts, stabilisation)
     N = len(model.contacts)
@@ -679,7 +678,7 @@ def simulate_contacts(
         raise ValueError(
             f"`modes` must give one mode per contact ({len(contacts)}: {names}), got {modes}"
         )
-    codes = [mode_code(m, f"`modes` of contact {n!r}") for m, n in zip(modes, names)]
+    codes = [mode_code(m, f"`modes` of contact {n!r}") for m, n in zip(modes, names, strict=True)]
     if not isinstance(max_switches, (int, np.integer)) or max_switches < 0:
         raise ValueError(f"`max_switches` must be a non-negative int, got {max_switches!r}")
     if stabilisation is None:
