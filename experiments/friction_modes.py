@@ -26,6 +26,7 @@ jax.config.update("jax_enable_x64", True)
 import diffrax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from scipy.integrate import cumulative_simpson  # noqa: E402
 
 import constrax as cx  # noqa: E402
 
@@ -67,7 +68,7 @@ def run(outdir: str) -> dict:
     slip = np.asarray(out.slip_speed()[:, 0])
     E = np.asarray(out.energy())
     power = K * ts * v
-    work = np.concatenate([[0.0], np.cumsum(0.5 * (power[1:] + power[:-1]) * np.diff(ts))])
+    work = cumulative_simpson(power, x=ts, initial=0.0)  # the push's work
     dissipated = work - (E - E[0])
     modes = np.asarray(out.modes[:, 0])
 
@@ -100,7 +101,7 @@ def run(outdir: str) -> dict:
             ax.axvline(t, color="k", ls="--", lw=0.8)
     axes[0].plot(ts, slip, "C3")
     axes[0].set_ylabel("slip speed |s| [m/s]")
-    axes[0].set_title("skidding (orange), rolling (green), sliding: a pushed ball")
+    axes[0].set_title("a pushed ball skids, rolls, then slides (orange: sliding, green: rolling)")
     axes[1].plot(ts, v, "C0", label=r"centre speed $v$")
     axes[1].plot(ts, A * omega, "C2--", label=r"rolling speed $a\omega$")
     axes[1].set_ylabel("speed [m/s]")
