@@ -283,6 +283,47 @@ def test_pushed_switch_time_gradient_under_jit():
     assert abs(float(g["mu_k"])) < 1e-10
 
 
+@pytest.mark.slow
+def test_switch_times_under_vmap():
+    p = _params()
+    q0, qd0 = _state(p, 3.0)
+    mus = jnp.array([0.15, 0.2, 0.3])
+    t = jax.vmap(lambda mu: _run({**p, "mu_k": mu}, q0, qd0, "sliding").switch_times[0])(mus)
+    np.testing.assert_allclose(np.asarray(t), 2 * 3.0 / (7 * np.asarray(mus) * G), rtol=1e-8)
+
+
+@pytest.mark.slow
+def test_skidding_disk_rolls_from_closed_form_time():
+    """An upright solid disk (I = m a^2 / 2 about its axis) launched without spin: the slip
+    falls at 3 mu_k g, so it rolls from t* = v0 / (3 mu_k g) on at 2 v0 / 3, having lost
+    m v0^2 / 6 (the `Disk` contact: its lowest point moves with the orientation)."""
+    m, a, mu, v0 = 1.5, 0.2, 0.25, 2.0
+    disk = rg.RigidBody(m, m * a**2 * jnp.array([0.25, 0.25, 0.5]), name="disk")
+    system = cx.System(
+        lambda t, q, qd, p: disk.kinetic_energy(q, qd) - m * G * q[2],
+        [disk.orientation_constraint()],
+    )
+    contact = rg.FrictionalContact(disk, rg.Disk(a), static_friction=0.4, kinetic_friction=mu)
+    upright = jnp.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, -1.0, 0.0]])  # axis along y
+    q0, qd0 = disk.state(jnp.array([0, 0, a]), upright, jnp.array([v0, 0, 0]), jnp.zeros(3))
+    out = rg.simulate_contacts(
+        system,
+        [contact],
+        q0,
+        qd0,
+        modes=["sliding"],
+        t1=1.0,
+        ts=jnp.linspace(0.0, 1.0, 5),
+        stepsize_controller=TIGHT,
+    )
+    t_star = v0 / (3 * mu * G)
+    assert int(out.num_switches) == 1
+    assert abs(float(out.switch_times[0]) - t_star) <= 1e-8 * t_star
+    np.testing.assert_allclose(np.asarray(out.qd_final[:3]), [2 * v0 / 3, 0, 0], atol=1e-8)
+    E = np.asarray(out.energy())
+    assert abs((E[0] - E[-1]) - m * v0**2 / 6) <= 1e-8 * m * v0**2
+
+
 # ----------------------------------------------------------------------------------------
 # Lift-off and bad input.
 

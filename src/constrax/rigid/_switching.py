@@ -134,8 +134,10 @@ class _Model(eqx.Module):
             K = jnp.block([[W, -A.T], [A, jnp.zeros((m, m), W.dtype)]])
             Z = jnp.linalg.solve(K, jnp.concatenate([D, jnp.zeros((m, len(sliding)), D.dtype)]))
             X, Y = Z[:n], Z[n:]
-            rows = np.asarray([offsets[i] for i in sliding])
-            N = jnp.linalg.solve(jnp.eye(len(sliding), dtype=W.dtype) - Y[rows], lam[rows])
+            normal_rows = np.asarray([offsets[i] for i in sliding])
+            N = jnp.linalg.solve(
+                jnp.eye(len(sliding), dtype=W.dtype) - Y[normal_rows], lam[normal_rows]
+            )
             qdd = qdd + X @ N
             lam = lam + Y @ N
         normal = jnp.stack([lam[offsets[i]] for i in range(len(self.contacts))])
@@ -475,6 +477,14 @@ def _run(
 _run_jit = eqx.filter_jit(_run)
 
 
+class _Default:
+    def __repr__(self) -> str:
+        return "cx.Projection(alpha=10.0, beta=0.0)"
+
+
+_DEFAULT = _Default()
+
+
 def _messages(contacts, max_switches: int) -> list[str]:
     """The error messages under a trace, indexed `block * N + contact` (`_error_index`)."""
     out = []
@@ -587,7 +597,7 @@ def simulate_contacts(
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
     root_finder: optx.AbstractRootFinder | None = None,
     adjoint: diffrax.AbstractAdjoint | None = None,
-    stabilisation=None,
+    stabilisation=_DEFAULT,
     max_switches: int = 16,
     max_steps: int = 4096,
     tolerance: float | None = None,
@@ -624,7 +634,7 @@ def simulate_contacts(
     - `root_finder`: locates the switches (default `optimistix.Newton` with
       `rtol = atol =` $10^{-10}$ in float64).
     - `stabilisation`: `cx.Projection(alpha=10.0, beta=0.0)` (default), `cx.Baumgarte`
-      or `None`; a `Projection` with `beta != 0` is refused (the friction is evaluated at
+      or `None` (none); a `Projection` with `beta != 0` is refused (the friction is evaluated at
       the projected velocity, which its position correction would not be).
     - `max_switches`: the budget of segment boundaries (a sliding contact re-anchoring
       its slip direction counts too); exceeding it raises (a Zeno sequence).
@@ -681,14 +691,12 @@ def simulate_contacts(
     codes = [mode_code(m, f"`modes` of contact {n!r}") for m, n in zip(modes, names, strict=True)]
     if not isinstance(max_switches, (int, np.integer)) or max_switches < 0:
         raise ValueError(f"`max_switches` must be a non-negative int, got {max_switches!r}")
-    if stabilisation is None:
+    if stabilisation is _DEFAULT:
         stabilisation = cx.Projection(alpha=10.0, beta=0.0)
-    elif stabilisation == "none":
-        stabilisation = None
     if isinstance(stabilisation, cx.Projection) and float(stabilisation.beta) != 0.0:
         raise ValueError(
             "simulate_contacts: `stabilisation` must be cx.Projection(alpha, beta=0.0), "
-            f"cx.Baumgarte(...) or 'none', got beta={stabilisation.beta}"
+            f"cx.Baumgarte(...) or None, got beta={stabilisation.beta}"
         )
     q0 = _check_state(q0, "q0")
     qd0 = _check_state(qd0, "qd0")
