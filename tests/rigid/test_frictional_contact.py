@@ -203,6 +203,7 @@ TWO_CONTACTS = [
 ]
 
 
+@pytest.mark.slow
 def test_two_balls_switch_at_their_own_times():
     p = {k: jnp.asarray(v) for k, v in dict(m=1.0, a=0.1, mu1=0.2, mu2=0.35).items()}
     v1, v2 = 3.0, 1.0
