@@ -276,8 +276,8 @@ def _check_step_size(args: dict) -> None:
         mu0 = jnp.zeros((m,), q0.dtype)
     mu0 = check_mu(prescription, mu0, m, q0.dtype)  # simulate's own errors, raised here
     y0 = (q0, qd0) if mu0 is None else (q0, qd0, mu0)
-    # KKT: the same accelerations as the rank-robust solvers on a regular state, and half
-    # the compile time of AutoSolver's (0.9 s against 1.8 s for the Chaplygin sleigh).
+    # KKT: the same accelerations as the rank-robust solvers on a regular state, in a
+    # program that compiles faster than AutoSolver's.
     vf = _VectorField(system, prescription, KKT(), args["stabilisation"], layout.mask)
     try:
         J = _field_jacobian(vf, t0a, y0, p)
@@ -347,7 +347,7 @@ class _VectorField(eqx.Module):
     def evaluate(self, t, y, p):
         q, qd = y[0], y[1]
         mu = y[2] if self.prescription.multiplier_state else None
-        q_dot, _, qdd, lam, _, A, b, _ = _step(
+        step = _step(
             self.system,
             self.prescription,
             self.solver,
@@ -359,13 +359,14 @@ class _VectorField(eqx.Module):
             p,
             np.asarray(self.mask, dtype=bool),
         )
+        qdd = step.qdd
         if self.consistency_rtol is not None and self.solver.rank_robust:
             # Only a rank-robust solve can return a least-squares answer; KKT raises instead.
-            _, bad = inconsistent(A, qdd, b, self.consistency_rtol)
+            _, bad = inconsistent(step.A, qdd, step.b, self.consistency_rtol)
             qdd = checked(qdd, bad, _INCONSISTENT)
         if self.prescription.multiplier_state:
-            return (q_dot, qdd, lam)
-        return (q_dot, qdd)
+            return (step.q_dot, qdd, step.lam)
+        return (step.q_dot, qdd)
 
 
 @eqx.filter_jit
@@ -703,9 +704,9 @@ def simulate(
         initial_tolerance = None
     elif initial_tolerance is None:
         initial_tolerance = default_initial_tolerance(q0.dtype)
-    # The LU of the KKT path does not see a mass matrix that is indefinite on ker A (e.g. a
-    # negative mass); UdwadiaKalaba's Cholesky does, at every step. Check once.
-    mass = not isinstance(constraint_solver, UdwadiaKalaba)
+    # A solver whose factorisation does not see a mass matrix that is indefinite on ker A
+    # (e.g. a negative mass) gets it checked once, at the initial state.
+    mass = not constraint_solver.checks_mass_matrix
     if mass or initial_tolerance is not None:
         q0 = _check_initial_state(
             system, prescription, layout, t0a, q0, qd0, mu0, p, initial_tolerance, mass
@@ -726,6 +727,8 @@ def simulate(
     vf = _VectorField(
         system, prescription, constraint_solver, stabilisation, mask, consistency_rtol
     )
+    if stabilisation is not None:
+        solver = stabilisation.wrap_solver(solver, vf)
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(vf),
         solver,

@@ -19,6 +19,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, ArrayLike, Float, PyTree
 
+from .._checks import stabilisation_kinds
 from .._custom_types import Params
 from .._prescriptions import AbstractPrescription, DAlembert
 from .._simulate import simulate
@@ -154,8 +155,7 @@ class IdentificationProblem(AbstractProblem):
         self.t0 = float(t0)
         if stabilisation is not None and not isinstance(stabilisation, AbstractStabilisation):
             raise TypeError(
-                "`stabilisation` must be None, cx.Baumgarte(...) or cx.Projection(...), got "
-                f"{stabilisation!r}"
+                f"`stabilisation` must be {stabilisation_kinds()}, got {stabilisation!r}"
             )
         self.stabilisation = stabilisation
         self.layout = segment_layout(np.asarray(observations.ts), self.t0, shooting.num_segments)
