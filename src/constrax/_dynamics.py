@@ -16,20 +16,19 @@ from jaxtyping import Array, Float, Int
 from ._checks import check_finite, check_options, check_system
 from ._compilation import compiled
 from ._custom_types import Params, Time
+from ._layout import row_layout
 from ._prescriptions import AbstractPrescription, DAlembert
 from ._solve import AbstractConstraintSolver, AutoSolver
 from ._stabilisation import AbstractStabilisation, StepTerms, unstabilised
-from ._system import (
-    System,
-    as_time,
-    check_state,
+from ._state import as_time, check_state
+from ._system import System
+from ._terms import (
     constraint_bias,
     constraint_terms,
     euler_lagrange_rhs,
     euler_lagrange_terms,
     generalized_force,
     position_residual,
-    row_layout,
     scatter_holonomic,
 )
 

@@ -29,7 +29,8 @@ from .._stabilisation import (
     AbstractStabilisation,
     stabilisation_dtmax,
 )
-from .._system import System, check_state
+from .._state import check_state
+from .._system import System
 from ._checkpoint import config_hash
 from ._observations import Observations
 from ._problem import AbstractProblem, set_simulate_options, simulate_options
