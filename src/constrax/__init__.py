@@ -86,6 +86,7 @@ from ._stabilisation import (
     AbstractStabilisation as AbstractStabilisation,
     Baumgarte as Baumgarte,
     Projection as Projection,
+    StepProjection as StepProjection,
 )
 from ._system import System as System, mass_matrix as mass_matrix
 

@@ -18,7 +18,13 @@ from ._compilation import compiled
 from ._custom_types import Params, Time
 from ._prescriptions import AbstractPrescription, DAlembert
 from ._solve import AbstractConstraintSolver, AutoSolver
-from ._stabilisation import AbstractStabilisation, Baumgarte, Projection, static_zero
+from ._stabilisation import (
+    AbstractStabilisation,
+    Baumgarte,
+    Projection,
+    StepProjection,
+    static_zero,
+)
 from ._system import (
     System,
     as_time,
@@ -126,7 +132,8 @@ def _step(
     if mask.shape[0] == 0:
         stabilisation = None  # nothing to project or relax
     # Under Projection the bias terms are evaluated at the projected velocity only.
-    bias = not isinstance(stabilisation, Projection)
+    projected = isinstance(stabilisation, (Projection, StepProjection))
+    bias = not projected
     with jax.named_scope("constraint_terms"):
         A, c, c_bias = constraint_terms(system, t, q, qd, p, bias)
     with jax.named_scope("lagrangian_terms"):
@@ -135,14 +142,16 @@ def _step(
         state = solver.factor(W, A)
     q_dot = qd_used = qd
     # The position-level terms, unless their rate is a concrete zero (the default
-    # `Projection(10, 0)`): traced for nothing otherwise, a position residual and a solve.
+    # `StepProjection()`, `Projection(alpha, 0)`): traced for nothing otherwise.
     position_terms = bool(mask.any()) and not static_zero(getattr(stabilisation, "beta", 0))
-    if isinstance(stabilisation, Projection):
+    if projected:
         with jax.named_scope("projection"):
             qd_p = qd - solver.project(state, c)
             _, c_bias = constraint_bias(system, t, q, qd_p, p)
             f0 = euler_lagrange_rhs(L, t, q, qd_p)
-            b = -c_bias - stabilisation.alpha * c
+            b = -c_bias
+            if not static_zero(stabilisation.alpha):
+                b = b - stabilisation.alpha * c
             q_dot = qd_used = qd_p
             if position_terms:
                 g = scatter_holonomic(mask, position_residual(system, t, q, p))
@@ -161,6 +170,33 @@ def _step(
     with jax.named_scope("saddle_solve"):
         qdd, lam = solver.solve(state, f0 + force, b)
     return _Step(q_dot, qd_used, qdd, lam, state, A, b, force)
+
+
+def project_state(
+    system: System,
+    prescription: AbstractPrescription,
+    solver: AbstractConstraintSolver,
+    t,
+    q,
+    qd,
+    mu,
+    p,
+    mask: np.ndarray,
+    positions: bool,
+) -> tuple[Array, Array]:
+    r"""$(q_P, \dot q_P)$: the velocity projected onto the velocity constraints,
+    $\dot q_P = \dot q - W^{-1}A^\top(AW^{-1}A^\top)^+ c$, and with `positions` the
+    coordinates by one Gauss–Newton step on the holonomic rows,
+    $q_P = q - W^{-1}G^\top(GW^{-1}G^\top)^+ g$, from one factorisation of $(W, A)$ at
+    $(t, q, \dot q)$ (`StepProjection`)."""
+    L = prescription.effective_lagrangian(system, mu, p)
+    A, c, _ = constraint_terms(system, t, q, qd, p, bias=False)
+    W, _ = euler_lagrange_terms(L, t, q, qd, bias=False)
+    state = solver.factor(W, A)
+    qd_p = qd - solver.project(state, c)
+    if positions and mask.any():
+        q = q - solver.project(state, scatter_holonomic(mask, position_residual(system, t, q, p)))
+    return q, qd_p
 
 
 def inconsistent(A, qdd, b, rtol) -> tuple[Array, Array]:

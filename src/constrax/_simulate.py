@@ -43,6 +43,7 @@ from ._dynamics import (
     accelerations,
     check_mu,
     inconsistent,
+    project_state,
 )
 from ._guards import attach_check, checked
 from ._prescriptions import AbstractPrescription, DAlembert
@@ -50,8 +51,10 @@ from ._solve import KKT, AbstractConstraintSolver, AutoSolver, UdwadiaKalaba
 from ._stabilisation import (
     VELOCITY_PROJECTION,
     AbstractStabilisation,
+    StepProjection,
     stabilisation_dtmax,
 )
+from ._step_projection import ProjectedSolver
 from ._system import (
     System,
     as_time,
@@ -366,6 +369,24 @@ class _VectorField(eqx.Module):
         if self.prescription.multiplier_state:
             return (q_dot, qdd, lam)
         return (q_dot, qdd)
+
+
+    def project(self, t, y, p, positions: bool):
+        """The state `y` projected onto the constraints (`StepProjection`)."""
+        mu = y[2] if self.prescription.multiplier_state else None
+        q, qd = project_state(
+            self.system,
+            self.prescription,
+            self.solver,
+            t,
+            y[0],
+            y[1],
+            mu,
+            p,
+            np.asarray(self.mask, dtype=bool),
+            positions,
+        )
+        return (q, qd, *y[2:])
 
 
 @eqx.filter_jit
@@ -726,6 +747,8 @@ def simulate(
     vf = _VectorField(
         system, prescription, constraint_solver, stabilisation, mask, consistency_rtol
     )
+    if isinstance(stabilisation, StepProjection) and m > 0:
+        solver = ProjectedSolver(solver, vf, stabilisation.positions)
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(vf),
         solver,
