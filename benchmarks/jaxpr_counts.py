@@ -6,9 +6,9 @@ r"""Deterministic jaxpr equation counts of every benchmark case (no timing, no c
 For each case and contender (constrax, hand-written): `vf` = one evaluation of the vector
 field as the rollout traces it, `vf_vjp` = its VJP with respect to state and parameters,
 `acc` = `cx.accelerations(...).qdd` as a user traces it (hand: the field's `qdd`),
-`acc_vjp` = its VJP with respect to `(q, qd, p)`; counted by `_harness.count_equations`.
+`acc_vjp` = its VJP with respect to `(q, qd, p)`; counted by `_jaxpr.count_equations`.
 `vf_live` = the field's equations left after JAX's dead-code elimination, which `jax.jit`
-applies before lowering (`_harness.live_equations`): what is lowered and compiled. (The VJP
+applies before lowering (`_jaxpr.live_equations`): what is lowered and compiled. (The VJP
 counts hold little dead code: JAX's partial evaluation for reverse mode removes it.)
 `tests/test_jaxpr_budget.py` fails if a constrax count grows more than 10 % over the
 committed file; regenerate it with this command after a deliberate change.
@@ -25,7 +25,14 @@ import time
 if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks import _harness as h  # noqa: E402
+import jax  # noqa: E402
+
+if __name__ == "__main__":  # the entry point: float64 before constrax or a case makes an array
+    jax.config.update("jax_enable_x64", True)
+
+from benchmarks._cases import require_x64  # noqa: E402
+from benchmarks._jaxpr import case_counts  # noqa: E402
+from benchmarks._report import md_table, versions, write_json  # noqa: E402
 from benchmarks.cases import GROUPS, OTHER_CASES, ROLLOUT_CASES  # noqa: E402
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -35,7 +42,7 @@ DEFAULT_OUT = os.path.join(_HERE, "results", "jaxpr_counts.json")
 def counts(name: str, primitives: bool = False) -> dict:
     """Counts of one case (see the module docstring)."""
     if name in ROLLOUT_CASES:
-        return h.case_counts(ROLLOUT_CASES[name], primitives=primitives)
+        return case_counts(ROLLOUT_CASES[name], primitives=primitives)
     return OTHER_CASES[name].counts(primitives=primitives)
 
 
@@ -47,6 +54,7 @@ def main(argv=None) -> dict:
         "--by-primitive", action="store_true", help="print per-primitive counts, write nothing"
     )
     args = parser.parse_args(argv)
+    require_x64()
     names = [*ROLLOUT_CASES, *OTHER_CASES]
     if args.only:
         chosen = {m for n in args.only for m in GROUPS.get(n, [n])}
@@ -57,14 +65,14 @@ def main(argv=None) -> dict:
     start = time.perf_counter()
     res = {
         "description": (
-            "jaxpr equation counts (benchmarks/_harness.py count_equations): vf = one "
+            "jaxpr equation counts (benchmarks/_jaxpr.py count_equations): vf = one "
             "vector-field evaluation as the rollout traces it, vf_vjp = its VJP w.r.t. "
             "(state, params), acc = cx.accelerations(...).qdd (hand: the field's qdd), "
             "acc_vjp = its VJP w.r.t. (q, qd, params), vf_live = vf after dead-code "
             "elimination (what jax.jit lowers). Regenerate: "
             "python benchmarks/jaxpr_counts.py"
         ),
-        "versions": h.versions(),
+        "versions": versions(),
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "cases": {},
     }
@@ -88,7 +96,7 @@ def main(argv=None) -> dict:
             with open(args.out) as fh:
                 old = json.load(fh)
             res["cases"] = {**old.get("cases", {}), **res["cases"]}
-        h.write_json(args.out, res)
+        write_json(args.out, res)
         md = os.path.splitext(args.out)[0] + ".md"
         with open(md, "w") as fh:
             fh.write(markdown(res))
@@ -114,7 +122,7 @@ def markdown(res: dict) -> str:
         f"\nconstrax / hand-written jaxpr equations. {res['date_utc']}, jax {v['jax']}, "
         f"diffrax {v['diffrax']}, equinox {v['equinox']}.\n"
     )
-    return "\n".join(h.md_table(["case", *measures], rows)) + "\n" + foot
+    return "\n".join(md_table(["case", *measures], rows)) + "\n" + foot
 
 
 if __name__ == "__main__":

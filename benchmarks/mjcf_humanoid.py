@@ -34,9 +34,13 @@ import os
 import platform
 import statistics
 import subprocess
+import sys
 import time
 
-import jax
+if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
@@ -44,6 +48,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import constrax as cx  # noqa: E402
+from benchmarks._report import md_table  # noqa: E402
 
 
 def _timeit(fn, repeats: int) -> dict:
@@ -257,33 +262,33 @@ def _markdown(r: dict) -> str:
         "",
         f"## gymnasium humanoid (nq = {r['humanoid']['nq']}, nv = {r['humanoid']['nv']})",
         "",
-        "| batch | constrax [µs/state] | MuJoCo C loop [µs/state] | MJX [µs/state] | "
-        "constrax / C | constrax / MJX | compile constrax [s] | compile MJX [s] |",
-        "|---|---|---|---|---|---|---|---|",
     ]
     fmt = lambda x: "–" if x is None else (f"{x:.3g}")
-    for c in r["humanoid"]["cases"]:
-        lines.append(
-            f"| {c['batch']} | {fmt(c['constrax_per_state_us'])} | "
-            f"{fmt(c['mujoco_c_per_state_us'])} | {fmt(c.get('mjx_per_state_us'))} | "
-            f"{fmt(c['constrax_over_c'])} | {fmt(c.get('constrax_over_mjx'))} | "
-            f"{fmt(c['constrax_compile_s'])} | {fmt(c.get('mjx_compile_s'))} |"
-        )
-    lines += [
-        "",
-        "## Hinge chains (cost against the number of bodies)",
-        "",
-        "| links | batch | constrax [µs/state] | MuJoCo C [µs/state] | MJX [µs/state] | "
-        "constrax / C | compile constrax [s] |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for ch in r["chains"]:
-        for c in ch["cases"]:
-            lines.append(
-                f"| {ch['links']} | {c['batch']} | {fmt(c['constrax_per_state_us'])} | "
-                f"{fmt(c['mujoco_c_per_state_us'])} | {fmt(c.get('mjx_per_state_us'))} | "
-                f"{fmt(c['constrax_over_c'])} | {fmt(c['constrax_compile_s'])} |"
-            )
+    header = (
+        "batch | constrax [µs/state] | MuJoCo C loop [µs/state] | MJX [µs/state] | "
+        "constrax / C | constrax / MJX | compile constrax [s] | compile MJX [s]"
+    ).split(" | ")
+    rows = [
+        [c["batch"], fmt(c["constrax_per_state_us"]), fmt(c["mujoco_c_per_state_us"]),
+         fmt(c.get("mjx_per_state_us")), fmt(c["constrax_over_c"]),
+         fmt(c.get("constrax_over_mjx")), fmt(c["constrax_compile_s"]),
+         fmt(c.get("mjx_compile_s"))]
+        for c in r["humanoid"]["cases"]
+    ]  # fmt: skip
+    lines += md_table(header, rows)
+    lines += ["", "## Hinge chains (cost against the number of bodies)", ""]
+    header = (
+        "links | batch | constrax [µs/state] | MuJoCo C [µs/state] | MJX [µs/state] | "
+        "constrax / C | compile constrax [s]"
+    ).split(" | ")
+    rows = [
+        [ch["links"], c["batch"], fmt(c["constrax_per_state_us"]),
+         fmt(c["mujoco_c_per_state_us"]), fmt(c.get("mjx_per_state_us")),
+         fmt(c["constrax_over_c"]), fmt(c["constrax_compile_s"])]
+        for ch in r["chains"]
+        for c in ch["cases"]
+    ]  # fmt: skip
+    lines += md_table(header, rows)
     return "\n".join(lines) + "\n"
 
 

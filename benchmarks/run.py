@@ -9,8 +9,11 @@ Usage (from the repository root; see `benchmarks/README.md`):
     python benchmarks/run.py --counts-only   # = python benchmarks/jaxpr_counts.py
 
 The cases live in `benchmarks/cases/<case>.py` (constrax and hand-written side by side),
-the timing, compile timing and jaxpr counting in `benchmarks/_harness.py`. Equation counts
-alone (seconds, no timing): `python benchmarks/jaxpr_counts.py`.
+their shared settings in `benchmarks/_cases.py`, the timing in `_timing.py`, the jaxpr
+counting in `_jaxpr.py`, machine information and table helpers in `_report.py`. Equation
+counts alone (seconds, no timing): `python benchmarks/jaxpr_counts.py`. Run as a script (or
+`python -m benchmarks.run`), it turns `jax_enable_x64` on before anything is imported that
+makes an array; `main()` refuses to run without it.
 """
 
 from __future__ import annotations
@@ -24,7 +27,28 @@ import time
 if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks import _harness as h  # noqa: E402
+import jax  # noqa: E402
+
+if __name__ == "__main__":  # the entry point: float64 before constrax or a case makes an array
+    jax.config.update("jax_enable_x64", True)
+
+from benchmarks._cases import DT0, RolloutCase, require_x64  # noqa: E402
+from benchmarks._jaxpr import case_counts  # noqa: E402
+from benchmarks._report import (  # noqa: E402
+    loadavg,
+    machine_info,
+    md_table,
+    ms,
+    write_json,
+    yes,
+)
+from benchmarks._timing import (  # noqa: E402
+    bench_pair,
+    cold_compile_settings,
+    compile_once,
+    verdict,
+    with_sums,
+)
 from benchmarks.cases import GROUPS, OTHER_CASES, ROLLOUT_CASES  # noqa: E402
 
 CONFIGS = {
@@ -70,12 +94,12 @@ def _run_row(title, kind, r, v):
     a, b = r["constrax"], r["hand"]
     return [
         title, kind,
-        f"{h.ms(a['cpu_min_s'])} ({h.ms(a['cpu_median_s'])})",
-        f"{h.ms(b['cpu_min_s'])} ({h.ms(b['cpu_median_s'])})", f"{r['ratio_cpu_min']:.2f}",
-        f"{h.ms(a['min_s'])} ({h.ms(a['median_s'])})",
-        f"{h.ms(b['min_s'])} ({h.ms(b['median_s'])})", f"{r['ratio_min']:.2f}",
+        f"{ms(a['cpu_min_s'])} ({ms(a['cpu_median_s'])})",
+        f"{ms(b['cpu_min_s'])} ({ms(b['cpu_median_s'])})", f"{r['ratio_cpu_min']:.2f}",
+        f"{ms(a['min_s'])} ({ms(a['median_s'])})",
+        f"{ms(b['min_s'])} ({ms(b['median_s'])})", f"{r['ratio_min']:.2f}",
         f"≤ {v['ratio_max']}" if v else "—",
-        f"{h.yes(v['met_cpu_time'])} / {h.yes(v['met_wall_time'])}" if v else "—",
+        f"{yes(v['met_cpu_time'])} / {yes(v['met_wall_time'])}" if v else "—",
     ]  # fmt: skip
 
 
@@ -151,7 +175,7 @@ def markdown(res: dict) -> str:
             "`jax.grad` of the sum of squares of the final state with respect to the "
             "parameters. CPU time is the one to trust on a busy machine.",
             "",
-            *h.md_table(RUN_HEADER, run_rows),
+            *md_table(RUN_HEADER, run_rows),
             "",
             "## Compile time",
             "",
@@ -161,16 +185,16 @@ def markdown(res: dict) -> str:
             f"{cfg['grad_compile_repeats']} for gradients; ratios constrax / hand, total in "
             "CPU (wall):",
             "",
-            *h.md_table(COMPILE_HEADER, comp_rows),
+            *md_table(COMPILE_HEADER, comp_rows),
             "",
             "## Jaxpr equation counts",
             "",
-            "constrax / hand-written; recursive count of equations (`_harness.count_equations`)"
+            "constrax / hand-written; recursive count of equations (`_jaxpr.count_equations`)"
             " of one vector-field evaluation as the rollout traces it and of its VJP (with "
             "respect to state and parameters), and of `cx.accelerations(...).qdd` as a user "
             "traces it (hand: the field's `qdd`) and of its VJP:",
             "",
-            *h.md_table(COUNT_HEADER, count_rows(counts, titles)),
+            *md_table(COUNT_HEADER, count_rows(counts, titles)),
             "",
             "Max |constrax − hand-written| at t1 (relative to the largest hand-written "
             "entry): " + "; ".join(agree) + ".",
@@ -181,12 +205,31 @@ def markdown(res: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def bench_rollout_case(case: RolloutCase, cfg: dict) -> dict:
+    """Rollout and gradient of a `RolloutCase`: compile times, run times, agreement,
+    jaxpr equation counts."""
+    args = case.args()
+    out = {"title": case.title, "t1": case.t1, "dt0": DT0, "n_steps": round(case.t1 / DT0)}
+    for kind, make, reps, creps, target in (
+        ("rollout", case.rollouts, cfg["repeats"], cfg["compile_repeats"], case.rollout_target),
+        ("gradient", case.gradients, cfg["grad_repeats"], cfg["grad_compile_repeats"],
+         case.gradient_target),
+    ):  # fmt: skip
+        print(f"  {case.name} {kind}", flush=True)
+        factories = {k: (lambda k=k, make=make: make()[k]) for k in ("constrax", "hand")}
+        fresh = (case.name, kind) if cfg.get("fresh_process") else None
+        out[kind] = bench_pair(factories, args, reps, creps, fresh)
+        out[kind]["target"] = verdict(out[kind]["run"], target)
+    out["jaxpr_counts"] = case_counts(case)
+    return out
+
+
 def warm_up() -> None:
     """Pay the process's one-time costs (backend start, lowering rules) before measuring."""
     fns = ROLLOUT_CASES["snake"].rollouts(t1=0.02)
     args = ROLLOUT_CASES["snake"].args()
     for f in fns.values():
-        h.compile_once(f, args)
+        compile_once(f, args)
 
 
 def compile_one(case: str, kind: str, contender: str) -> dict:
@@ -195,8 +238,8 @@ def compile_one(case: str, kind: str, contender: str) -> dict:
     c = ROLLOUT_CASES[case]
     warm_up()
     fn = (c.rollouts if kind == "rollout" else c.gradients)()[contender]
-    _, t = h.compile_once(fn, c.args())
-    t = h.with_sums(t)
+    _, t = compile_once(fn, c.args())
+    t = with_sums(t)
     print(json.dumps(t))
     return t
 
@@ -225,6 +268,7 @@ def main(argv=None) -> dict:
         help="free-text note stored with the results",
     )
     args = parser.parse_args(argv)
+    require_x64()
     if args.list:
         for name in ALL:
             case = ROLLOUT_CASES.get(name)
@@ -237,28 +281,28 @@ def main(argv=None) -> dict:
 
         out = ["--out", os.path.join(args.out, "jaxpr_counts.json")]
         return jaxpr_counts.main(out + (["--only", *args.only] if args.only else []))
-    h.cold_compile_settings()
+    cold_compile_settings()
     if args.compile_one:
         return compile_one(*args.compile_one)
     names = select(args.only)
     mode = "quick" if args.quick else "full"
     cfg = {**CONFIGS[mode], "fresh_process": args.fresh_process}
     start = time.perf_counter()
-    res = {"mode": mode, "config": cfg, "note": args.note, "machine": h.machine_info()}
+    res = {"mode": mode, "config": cfg, "note": args.note, "machine": machine_info()}
     res["cases"], res["section_wall_s"] = {}, {}
     warm_up()
     for name in names:
         print(f"{name} ...", flush=True)
         t0 = time.perf_counter()
         if name in ROLLOUT_CASES:
-            res["cases"][name] = h.bench_rollout_case(ROLLOUT_CASES[name], cfg)
+            res["cases"][name] = bench_rollout_case(ROLLOUT_CASES[name], cfg)
         else:
             res["cases"][name] = OTHER_CASES[name].bench(cfg)
         res["section_wall_s"][name] = time.perf_counter() - t0
     res["wall_s"] = time.perf_counter() - start
-    res["machine"]["loadavg_at_end"] = h.loadavg()
+    res["machine"]["loadavg_at_end"] = loadavg()
     res["config"] = {**cfg, "batches": {str(k): v for k, v in cfg["batches"].items()}}
-    h.write_json(os.path.join(args.out, "cpu.json"), res)
+    write_json(os.path.join(args.out, "cpu.json"), res)
     md = markdown(res)
     with open(os.path.join(args.out, "cpu.md"), "w") as fh:
         fh.write(md)

@@ -63,8 +63,13 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+if __name__ == "__main__":  # the entry point: float64 before constrax makes an array
+    jax.config.update("jax_enable_x64", True)
+
 import constrax as cx  # noqa: E402
-from benchmarks import _harness as h  # noqa: E402  (sets jax_enable_x64)
+from benchmarks._cases import require_x64  # noqa: E402
+from benchmarks._report import loadavg, machine_info, md_table, write_json  # noqa: E402
+from benchmarks._timing import cold_compile_settings  # noqa: E402
 from constrax.fit import _ipopt  # noqa: E402
 from constrax.fit._optimal_control import _guess  # noqa: E402
 
@@ -579,7 +584,7 @@ def markdown(result: dict) -> str:
                 _e(r["replay_error"]),
             ]
         )
-    lines += h.md_table(header, rows)
+    lines += md_table(header, rows)
     lines += [
         "",
         "First constrax solve minus the median warm solve (compile as a user sees it):",
@@ -607,11 +612,12 @@ def main(argv=None) -> None:
     )
     ap.add_argument("--note", default="")
     args = ap.parse_args(argv)
-    h.cold_compile_settings()
+    require_x64()
+    cold_compile_settings()
     import cyipopt
 
     start = time.perf_counter()
-    machine = h.machine_info()
+    machine = machine_info()
     machine["cyipopt"] = cyipopt.__version__
     machine["casadi"] = ca.__version__ if ca is not None else None
     R = args.repeats
@@ -658,7 +664,7 @@ def main(argv=None) -> None:
             transcription=shooting, hessian=hessian,
         )  # fmt: skip
         log(row)
-    machine["loadavg_at_end"] = h.loadavg()
+    machine["loadavg_at_end"] = loadavg()
     result = {
         "config": {
             "repeats": R,
@@ -673,7 +679,7 @@ def main(argv=None) -> None:
         "rows": rows,
         "wall_s": time.perf_counter() - start,
     }
-    h.write_json(os.path.join(args.out, "trajopt_cpu.json"), result)
+    write_json(os.path.join(args.out, "trajopt_cpu.json"), result)
     with open(os.path.join(args.out, "trajopt_cpu.md"), "w") as fh:
         fh.write(markdown(result))
     print(f"wrote {args.out}/trajopt_cpu.{{json,md}} in {result['wall_s']:.0f} s")

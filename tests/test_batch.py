@@ -5,6 +5,8 @@ form (a controlled particle on a line), and — in a subprocess with 4 forced ho
 devices — the unsharded batch (sharding must not change any member).
 """
 
+import ast
+import inspect
 import json
 import os
 import subprocess
@@ -18,14 +20,9 @@ import numpy as np
 import pytest
 
 import constrax as cx
-from constrax._batch import (
-    Rollouts,
-    batch_mesh,
-    pad_batch,
-    rollout_batch,
-    shard_batch,
-    sharded_vmap,
-)
+from constrax import _sharding
+from constrax._batch import Rollouts, rollout_batch
+from constrax._sharding import batch_mesh, pad_batch, shard_batch, sharded_vmap
 
 TS = jnp.linspace(0.0, 1.0, 6)
 TIGHT = diffrax.PIDController(rtol=1e-10, atol=1e-10)
@@ -257,6 +254,39 @@ def test_error_mesh_axis_name():
         sharded_vmap(3)
     with pytest.raises(ValueError, match="`device_batch` must be a positive integer"):
         sharded_vmap(lambda x: x, mesh=batch_mesh(), device_batch=0)
+    with pytest.raises(ValueError, match="`device_batch` must be a positive integer"):
+        sharded_vmap(lambda x: x, device_batch=1.5)  # default mesh: checked when wrapped
+    q0s, qd0s = _pendulum_states([0.1, 0.7])
+    with pytest.raises(ValueError, match="`device_batch` must be a positive integer"):
+        rollout_batch(PENDULUM, q0s, qd0s, P_PEND, ts=TS, p_axes=None, shard=True, device_batch=-1)
+
+
+def test_sharding_module_imports_nothing_from_constrax():
+    """`_sharding.py` is a general utility: no import of constrax, absolute or relative."""
+    tree = ast.parse(inspect.getsource(_sharding))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"relative import `from {'.' * node.level}{node.module}`"
+            assert not node.module.startswith("constrax"), node.module
+        elif isinstance(node, ast.Import):
+            assert not any(a.name.startswith("constrax") for a in node.names)
+
+
+@pytest.mark.parametrize("shard", [False, True])
+def test_rollout_batch_checks_its_batch_once(monkeypatch, shard):
+    """The batch axes and size are checked once per call (not again by the sharding layer)."""
+    calls = []
+    checked = _sharding._batch_size
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs.get("names", args[2] if len(args) > 2 else None))
+        return checked(*args, **kwargs)
+
+    monkeypatch.setattr(_sharding, "_batch_size", counting)
+    q0s, qd0s = _pendulum_states([0.1, 0.7, 1.3])
+    out = rollout_batch(PENDULUM, q0s, qd0s, P_PEND, ts=TS, p_axes=None, shard=shard)
+    assert out.q.shape == (q0s.shape[0], TS.shape[0], 2)
+    assert calls == [("q0s", "qd0s", "ps", "mu0s")]
 
 
 def test_error_pad_multiple():
@@ -272,7 +302,8 @@ _SHARDED_SCRIPT = textwrap.dedent(
     import json, jax, jax.numpy as jnp, numpy as np, diffrax
     jax.config.update("jax_enable_x64", True)
     import constrax as cx
-    from constrax._batch import rollout_batch, sharded_vmap
+    from constrax._batch import rollout_batch
+    from constrax._sharding import sharded_vmap
     assert jax.device_count() == 4, jax.devices()
 
     def L(t, q, qd, p):  # Chaplygin sleigh (Bloch §1.7), a Pfaffian system

@@ -9,7 +9,9 @@ timings would compare different problems.
 """
 
 import json
+import os
 import pathlib
+import subprocess
 import sys
 
 import jax
@@ -108,6 +110,34 @@ def test_cli_lists_cases_and_rejects_unknown(bench, capsys):
     assert run.select(["rigid", "snake"]) == ["snake", "rolling_disk", "turntable"]
     with pytest.raises(SystemExit, match="unknown case 'pendulum'"):
         run.select(["pendulum"])
+
+
+_NO_X64 = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import jax
+from benchmarks import _cases, _jaxpr, _report, _timing, cases, jaxpr_counts, run, trajopt
+assert not jax.config.jax_enable_x64, "importing the benchmarks switched jax_enable_x64 on"
+for main in (run.main, jaxpr_counts.main, trajopt.main):
+    try:
+        main([])
+    except RuntimeError as e:
+        assert "jax_enable_x64 is off" in str(e), e
+    else:
+        raise AssertionError(f"{main.__module__}.main ran without float64")
+print("ok")
+"""
+
+
+def test_importing_the_benchmarks_switches_nothing():
+    """No import-time global switch: the scripts turn float64 on in their entry point, and
+    their `main()` refuses to run without it (in a fresh process with the default config)."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}
+    env["PYTHONPATH"] = os.pathsep.join([str(_ROOT / "src"), env.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [sys.executable, "-c", _NO_X64, str(_ROOT)], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
 
 
 @pytest.mark.slow

@@ -24,7 +24,8 @@ _GROWTH = 0.10
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
-from benchmarks import _harness as h  # noqa: E402
+from benchmarks._jaxpr import case_counts, count_equations, primitive_counts  # noqa: E402
+from benchmarks._report import versions  # noqa: E402
 from benchmarks.cases import OTHER_CASES, ROLLOUT_CASES  # noqa: E402
 
 
@@ -46,7 +47,7 @@ def _check(committed, case: str, now: dict):
         if n > (1 + _GROWTH) * ref[m]
     ]
     assert not grown, (
-        "; ".join(grown) + f". Committed with {committed['versions']}, now {h.versions()}. "
+        "; ".join(grown) + f". Committed with {committed['versions']}, now {versions()}. "
         "If the growth is intended, regenerate the figures: python benchmarks/jaxpr_counts.py"
     )
 
@@ -54,7 +55,7 @@ def _check(committed, case: str, now: dict):
 @pytest.mark.parametrize("case", list(ROLLOUT_CASES))
 @pytest.mark.parametrize("measure", ["vf", "acc"])
 def test_rollout_case_counts_within_budget(committed, case, measure):
-    now = h.case_counts(ROLLOUT_CASES[case], contenders=("constrax",), measures=(measure,))
+    now = case_counts(ROLLOUT_CASES[case], contenders=("constrax",), measures=(measure,))
     _check(committed, case, now["constrax"])
 
 
@@ -81,17 +82,17 @@ def test_count_equations_recurses_into_sub_jaxprs():
         return jnp.sin(x) + 1.0
 
     x = jnp.ones(3)
-    assert h.count_equations(jax.make_jaxpr(two)(x)) == 2
+    assert count_equations(jax.make_jaxpr(two)(x)) == 2
     # jit: the call itself + its body
-    assert h.count_equations(jax.make_jaxpr(jax.jit(two))(x)) == 3
+    assert count_equations(jax.make_jaxpr(jax.jit(two))(x)) == 3
     # cond: the predicate's comparison + convert, the cond, both branches (2 + 1)
     cond = lambda x: jax.lax.cond(x[0] > 0, two, jnp.cos, x)
     jaxpr = jax.make_jaxpr(cond)(x)
     top = len(jaxpr.jaxpr.eqns)
-    assert h.count_equations(jaxpr) == top + 2 + 1
+    assert count_equations(jaxpr) == top + 2 + 1
     # scan: the scan + its body (sin, add, and the carry add)
     zero = jnp.zeros((), x.dtype)
     scan = lambda x: jax.lax.scan(lambda c, xi: (c + two(xi), None), zero, x)[0]
     jaxpr = jax.make_jaxpr(scan)(x)
-    assert h.count_equations(jaxpr) == len(jaxpr.jaxpr.eqns) + 3
-    assert h.primitive_counts(jaxpr)["sin"] == 1
+    assert count_equations(jaxpr) == len(jaxpr.jaxpr.eqns) + 3
+    assert primitive_counts(jaxpr)["sin"] == 1

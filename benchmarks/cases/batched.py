@@ -4,7 +4,10 @@ env-steps/s = batch × steps / time."""
 
 import jax
 
-from .. import _harness as h
+from .._cases import DT0
+from .._jaxpr import vf_counts
+from .._report import md_table
+from .._timing import bench_pair
 from . import snake
 
 
@@ -14,12 +17,12 @@ def rollouts(t1: float) -> dict:
 
 def bench(cfg: dict) -> dict:
     p = snake.params()
-    out = {"dt0": h.DT0, "batches": {}}
+    out = {"dt0": DT0, "batches": {}}
     for batch, n_steps in cfg["batches"].items():
-        t1 = n_steps * h.DT0
+        t1 = n_steps * DT0
         reps = cfg["batch_repeats"] if batch < 4096 else 2
         factories = {k: (lambda k=k, t1=t1: rollouts(t1)[k]) for k in ("constrax", "hand")}
-        res = h.bench_pair(factories, (*snake.batch(batch), p), reps, 1)
+        res = bench_pair(factories, (*snake.batch(batch), p), reps, 1)
         res["n_steps"] = n_steps
         for name in ("constrax", "hand"):
             r = res["run"][name]
@@ -38,14 +41,7 @@ def bench(cfg: dict) -> dict:
 
 def counts(batch: int = 16, primitives: bool = False) -> dict:
     """Equation counts of the vector field under `vmap` (the same for every batch size)."""
-    fns, args = snake.CASE.rollouts(), snake.CASE.args()
-    out = {}
-    for name in ("constrax", "hand"):
-        c = h.vector_field_counts(fns[name], args, batch=batch, primitives=primitives)
-        out[name] = {"vf": c.pop("eval"), "vf_vjp": c.pop("vjp")}
-        if primitives:
-            out[name]["primitives"] = h._rename_primitives(c, "vf")
-    return out
+    return vf_counts(snake.CASE.rollouts(), snake.CASE.args(), batch=batch, primitives=primitives)
 
 
 _HEADER = (
@@ -74,5 +70,5 @@ def markdown(res: dict, cfg: dict) -> list[str]:
         "env-steps/s = batch × steps / time (minimum over repeats), per wall second and per "
         "CPU second; compile = trace + lower + XLA, CPU s, one cold compile:",
         "",
-        *h.md_table(_HEADER, rows),
+        *md_table(_HEADER, rows),
     ]

@@ -18,7 +18,7 @@ import numpy as np
 
 import constrax as cx
 
-from .._harness import model_case
+from .._cases import model_case
 
 N_LINKS = 5
 

@@ -12,16 +12,19 @@ import numpy as np
 
 import constrax as cx
 
-from .. import _harness as h
+from .._cases import DT0, MAX_STEPS, T1, solve_kwargs
+from .._jaxpr import vf_counts
+from .._report import md_table, ms, yes
+from .._timing import add_ratios, compile_times, max_abs_diff, time_calls, verdict
 from . import snake
 
-TS = np.linspace(0.2, h.T1, 50)  # observation times
+TS = np.linspace(0.2, T1, 50)  # observation times
 TRUE = {"m_b": 1.2, "J_w": 0.22, "tau": 0.35}  # parameters that generate the data
-N_STEPS = round(float(TS[-1]) / h.DT0)
+N_STEPS = round(float(TS[-1]) / DT0)
 
 
 def _solve(adjoint=diffrax.RecursiveCheckpointAdjoint()) -> dict:
-    kw = h.solve_kwargs(float(TS[-1]))
+    kw = solve_kwargs(float(TS[-1]))
     return {**kw, "saveat": diffrax.SaveAt(ts=jnp.asarray(TS)), "adjoint": adjoint}
 
 
@@ -38,8 +41,8 @@ def data() -> jax.Array:
 def problem(y) -> cx.fit.IdentificationProblem:
     return cx.fit.IdentificationProblem(
         snake.system(), cx.fit.Observations(TS, y, sigma=1.0), *snake.initial_state(),
-        snake.params(), dt0=h.DT0, stepsize_controller=diffrax.ConstantStepSize(),
-        max_steps=h.MAX_STEPS, constraint_solver=cx.KKT(), stabilisation=None,
+        snake.params(), dt0=DT0, stepsize_controller=diffrax.ConstantStepSize(),
+        max_steps=MAX_STEPS, constraint_solver=cx.KKT(), stabilisation=None,
     )  # fmt: skip
 
 
@@ -102,30 +105,29 @@ def bench(cfg: dict) -> dict:
     y = data()
     a = args(y)
     names = list(functions(y))
-    out = {"t1": float(TS[-1]), "dt0": h.DT0, "n_steps": N_STEPS, "n_obs": len(TS)}
+    out = {"t1": float(TS[-1]), "dt0": DT0, "n_steps": N_STEPS, "n_obs": len(TS)}
     out.update(true_params=TRUE, problem_adjoint=repr(problem(y).adjoint))
     factories = {k: (lambda k=k: functions(y)[k]) for k in names}
-    compiled, out["compile"] = h.compile_times(factories, a, cfg["grad_compile_repeats"])
-    t, outs = h.time_calls(compiled, a, cfg["grad_repeats"])
+    compiled, out["compile"] = compile_times(factories, a, cfg["grad_compile_repeats"])
+    t, outs = time_calls(compiled, a, cfg["grad_repeats"])
     for grd, fwd in PAIRS.values():
-        h.add_ratios(t, grd, fwd, f"{grd}_over_{fwd}_")
-    h.add_ratios(t, "loss", "hand_loss", "loss_constrax_over_hand_")
-    h.add_ratios(t, "grad", "hand_grad", "grad_constrax_over_hand_")
+        add_ratios(t, grd, fwd, f"{grd}_over_{fwd}_")
+    add_ratios(t, "loss", "hand_loss", "loss_constrax_over_hand_")
+    add_ratios(t, "grad", "hand_grad", "grad_constrax_over_hand_")
     out["timings"] = t
     g = outs["grad"]
     out["loss_value"] = float(outs["loss"])
     out["loss_max_abs_diff_hand"] = abs(float(outs["loss"]) - float(outs["hand_loss"]))
-    out["grad_max_abs_diff_hand"] = h.max_abs_diff(g, outs["hand_grad"])
-    out["grad_every_step_max_abs_diff"] = h.max_abs_diff(outs["grad_every_step"], g)
+    out["grad_max_abs_diff_hand"] = max_abs_diff(g, outs["hand_grad"])
+    out["grad_every_step_max_abs_diff"] = max_abs_diff(outs["grad_every_step"], g)
     out["grad_backsolve_max_rel_diff"] = max(
         abs(float(outs["grad_backsolve"][k] - g[k])) / abs(float(g[k])) for k in g
     )
     # problem.loss = 1/2 |r|^2 = 1/2 loss (sigma = 1, all parameters free, identity transform)
     twice = jax.tree_util.tree_map(lambda x: 2.0 * x, outs["problem_grad"][0])
-    out["problem_grad_max_abs_diff"] = h.max_abs_diff(twice, g)
+    out["problem_grad_max_abs_diff"] = max_abs_diff(twice, g)
     out["targets"] = {
-        f"{grd}_over_{fwd}": h.verdict(t, TARGET, f"{grd}_over_{fwd}_")
-        for grd, fwd in PAIRS.values()
+        f"{grd}_over_{fwd}": verdict(t, TARGET, f"{grd}_over_{fwd}_") for grd, fwd in PAIRS.values()
     }
     out["jaxpr_counts"] = counts(y)
     return out
@@ -135,14 +137,9 @@ def counts(y=None, primitives: bool = False) -> dict:
     """Equation counts of the vector field that the forward losses trace (constrax:
     `cx.simulate` with `SaveAt(ts=...)`; hand: the hand-written field)."""
     y = jnp.zeros((len(TS), 4)) if y is None else y
-    fns, a = functions(y), args(y)
-    out = {}
-    for name, fn in (("constrax", "loss"), ("hand", "hand_loss")):
-        c = h.vector_field_counts(fns[fn], a, primitives=primitives)
-        out[name] = {"vf": c.pop("eval"), "vf_vjp": c.pop("vjp")}
-        if primitives:
-            out[name]["primitives"] = h._rename_primitives(c, "vf")
-    return out
+    fns = functions(y)
+    rollouts = {"constrax": fns["loss"], "hand": fns["hand_loss"]}
+    return vf_counts(rollouts, args(y), primitives=primitives)
 
 
 _HEADER = (
@@ -157,8 +154,8 @@ def markdown(fi: dict, cfg: dict) -> list[str]:
     def cells(name):  # CPU and wall, two cells
         r = t[name]
         return [
-            f"{h.ms(r['cpu_min_s'])} ({h.ms(r['cpu_median_s'])})",
-            f"{h.ms(r['min_s'])} ({h.ms(r['median_s'])})",
+            f"{ms(r['cpu_min_s'])} ({ms(r['cpu_median_s'])})",
+            f"{ms(r['min_s'])} ({ms(r['median_s'])})",
         ]
 
     rows = []
@@ -168,7 +165,7 @@ def markdown(fi: dict, cfg: dict) -> list[str]:
         rows.append(
             [label, *cells(fwd), *cells(grd), f"{t[f'{key}_ratio_cpu_min']:.2f}",
              f"{t[f'{key}_ratio_min']:.2f}", f"≤ {v['ratio_max']}",
-             f"{h.yes(v['met_cpu_time'])} / {h.yes(v['met_wall_time'])}"]
+             f"{yes(v['met_cpu_time'])} / {yes(v['met_wall_time'])}"]
         )  # fmt: skip
     c = fi["compile"]
     crow = [
@@ -186,7 +183,7 @@ def markdown(fi: dict, cfg: dict) -> list[str]:
         f"{cfg['grad_repeats']} interleaved repeats, in ms; ratio = gradient / forward, of "
         f"the minima. `cx.fit` uses `{fi['problem_adjoint']}` here:",
         "",
-        *h.md_table(_HEADER, rows),
+        *md_table(_HEADER, rows),
         "",
         "constrax / hand-written, CPU time: forward "
         f"{t['loss_constrax_over_hand_ratio_cpu_min']:.2f}, gradient "
@@ -201,5 +198,5 @@ def markdown(fi: dict, cfg: dict) -> list[str]:
         "Compile time of each function (cold caches, CPU s, minimum over "
         f"{cfg['grad_compile_repeats']}):",
         "",
-        *h.md_table(["function", "trace + lower", "XLA compile", "total CPU (wall)"], crow),
+        *md_table(["function", "trace + lower", "XLA compile", "total CPU (wall)"], crow),
     ]

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 
 import constrax as cx
 
-from .._harness import RolloutCase, constrax_rollout, hand_rollout
+from .._cases import RolloutCase, constrax_rollout, hand_rollout
 
 MU0 = 0.2
 

@@ -10,7 +10,7 @@ import numpy as np
 
 import constrax as cx
 
-from .._harness import RolloutCase, constrax_rollout, hand_rollout
+from .._cases import RolloutCase, constrax_rollout, hand_rollout
 
 PARAMS = {"m_b": 1.0, "m_w": 0.2, "J_b": 0.3, "J_w": 0.25, "l": 1.0, "tau": 0.3}
 

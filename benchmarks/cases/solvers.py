@@ -15,7 +15,10 @@ import jax
 
 import constrax as cx
 
-from .. import _harness as h
+from .._cases import DT0, constrax_rollout
+from .._jaxpr import vf_counts
+from .._report import md_table, ms
+from .._timing import compile_once, max_abs_diff, time_calls
 from . import snake
 
 SOLVERS = {"KKT": cx.KKT(), "AutoSolver": cx.AutoSolver(), "UdwadiaKalaba": cx.UdwadiaKalaba()}
@@ -28,8 +31,8 @@ def rollout(solver, stabilisation, batch: int, n_steps: int):
     system = snake.system()
 
     def one(q0, qd0, p):
-        return h.constrax_rollout(
-            system, q0, qd0, p, t1=n_steps * h.DT0,
+        return constrax_rollout(
+            system, q0, qd0, p, t1=n_steps * DT0,
             constraint_solver=solver, stabilisation=stabilisation,
         )  # fmt: skip
 
@@ -45,17 +48,17 @@ def bench(cfg: dict) -> dict:
         for shape_name, (batch, n_steps) in SHAPES.items():
             args = (*snake.batch(batch), p)
             compiled = {
-                name: h.compile_once(rollout(solver, stab, batch, n_steps), args)[0]
+                name: compile_once(rollout(solver, stab, batch, n_steps), args)[0]
                 for name, solver in SOLVERS.items()
             }
             reps = cfg["repeats"] if batch == 1 else cfg["batch_repeats"]
-            timings, outputs = h.time_calls(compiled, args, reps)
+            timings, outputs = time_calls(compiled, args, reps)
             row = {
                 "stabilisation": stab_name, "batch": batch, "n_steps": n_steps,
                 "timings": timings,
                 "ratio_cpu": {k: timings[k]["cpu_min_s"] / timings["KKT"]["cpu_min_s"]
                               for k in SOLVERS},
-                "max_abs_diff": {k: h.max_abs_diff(outputs[k], outputs["KKT"]) for k in SOLVERS},
+                "max_abs_diff": {k: max_abs_diff(outputs[k], outputs["KKT"]) for k in SOLVERS},
             }  # fmt: skip
             out["rows"].append(row)
             print(
@@ -70,17 +73,13 @@ def bench(cfg: dict) -> dict:
 def counts(primitives: bool = False) -> dict:
     """Equation counts of the default field (`AutoSolver`, `Projection`) as "constrax"
     and of the same field with `KKT` as "hand" (see the module docstring)."""
-    args = snake.CASE.args()
-    out = {}
-    for who, solver in (("constrax", cx.AutoSolver()), ("hand", cx.KKT())):
-        fn = lambda q0, qd0, p, solver=solver: h.constrax_rollout(
+    rollouts = {
+        who: lambda q0, qd0, p, solver=solver: constrax_rollout(
             snake.system(), q0, qd0, p, constraint_solver=solver, stabilisation=cx.Projection()
         )
-        c = h.vector_field_counts(fn, args, primitives=primitives)
-        out[who] = {"vf": c.pop("eval"), "vf_vjp": c.pop("vjp")}
-        if primitives:
-            out[who]["primitives"] = h._rename_primitives(c, "vf")
-    return out
+        for who, solver in (("constrax", cx.AutoSolver()), ("hand", cx.KKT()))
+    }
+    return vf_counts(rollouts, snake.CASE.args(), primitives=primitives)
 
 
 _HEADER = [
@@ -94,7 +93,7 @@ def markdown(res: dict, cfg: dict) -> list[str]:
     for r in res["rows"]:
         rows.append(
             [r["stabilisation"], f"{r['batch']} × {r['n_steps']}",
-             h.ms(r["timings"]["KKT"]["cpu_min_s"]), f"{r['ratio_cpu']['AutoSolver']:.2f}",
+             ms(r["timings"]["KKT"]["cpu_min_s"]), f"{r['ratio_cpu']['AutoSolver']:.2f}",
              f"{r['ratio_cpu']['UdwadiaKalaba']:.2f}", f"{r['max_abs_diff']['AutoSolver']:.1e}"]
         )  # fmt: skip
     c = res["jaxpr_counts"]
@@ -105,7 +104,7 @@ def markdown(res: dict, cfg: dict) -> list[str]:
         "Snake cart, constrax with each constraint solver; CPU time per call, minimum over "
         "interleaved repeats, as a ratio to `cx.KKT()` in the same run:",
         "",
-        *h.md_table(_HEADER, rows),
+        *md_table(_HEADER, rows),
         "",
         f"Equations of the default field (`AutoSolver`, `Projection`) and of its VJP: "
         f"{c['constrax']['vf']} / {c['constrax']['vf_vjp']}; with `KKT`: "

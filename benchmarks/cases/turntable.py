@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 import constrax as cx
 
-from .._harness import model_case
+from .._cases import model_case
 from ._quaternion import hat, norm_row, rigid_terms, saddle_solve
 
 

@@ -7,14 +7,7 @@ and integrates with diffrax.
 """
 
 from . import affine as affine, fit as fit, interop as interop, models as models, rigid as rigid
-from ._batch import (
-    Rollouts as Rollouts,
-    batch_mesh as batch_mesh,
-    pad_batch as pad_batch,
-    rollout_batch as rollout_batch,
-    shard_batch as shard_batch,
-    sharded_vmap as sharded_vmap,
-)
+from ._batch import Rollouts as Rollouts, rollout_batch as rollout_batch
 from ._compare import (
     PrescriptionComparison as PrescriptionComparison,
     compare_prescriptions as compare_prescriptions,
@@ -69,6 +62,12 @@ from ._prescriptions import (
     AbstractPrescription as AbstractPrescription,
     DAlembert as DAlembert,
     Vakonomic as Vakonomic,
+)
+from ._sharding import (
+    batch_mesh as batch_mesh,
+    pad_batch as pad_batch,
+    shard_batch as shard_batch,
+    sharded_vmap as sharded_vmap,
 )
 from ._simulate import (
     StepSizeWarning as StepSizeWarning,

@@ -23,8 +23,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import models
-from .._batch import batch_mesh, rollout_batch
+from .._batch import rollout_batch
 from .._diagnostics import constraint_residual
+from .._sharding import batch_mesh
 from .._simulate import simulate
 from .._solve import KKT
 from ._common import block, enable_x64, outpath, progress, pyplot, stopwatch
