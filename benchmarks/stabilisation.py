@@ -19,22 +19,25 @@ Times are the minimum over repeats after a first (compiling) call, float64, CPU.
 """
 
 import argparse
-import datetime
 import json
-import os
 import pathlib
-import platform
+import sys
 import time
 
-import diffrax
-import equinox as eqx
-import jax
-import jax.numpy as jnp
-import numpy as np
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run as a script
 
-import constrax as cx
+import diffrax  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
 
-from .cases.chain import maximal_hand_vf
+if __name__ == "__main__":  # the entry point: float64 before constrax makes an array
+    jax.config.update("jax_enable_x64", True)
+
+import constrax as cx  # noqa: E402
+from benchmarks._cases import require_x64  # noqa: E402
+from benchmarks._report import loadavg, machine_info  # noqa: E402
+from benchmarks.cases.chain import maximal_hand_vf  # noqa: E402
 
 # ---- the adaptive case: the snake cart without singular crossing -----------------------
 
@@ -221,9 +224,9 @@ def fixed_step(repeats: int, batch: int) -> list[dict]:
     contenders = {"hand-written field": hand}
     for name, stab in OPTIONS.items():
         extra = {} if name.endswith("(default)") else {"stabilisation": stab}
-        contenders[name] = lambda q0, qd0, p, extra=extra: (
-            cx.simulate(model.system, q0, qd0, p, t1=steps * dt, **kw, **extra).q[-1]
-        )
+        contenders[name] = lambda q0, qd0, p, extra=extra: cx.simulate(
+            model.system, q0, qd0, p, t1=steps * dt, **kw, **extra
+        ).q[-1]
     rows = []
     for b in (1, batch):
         qb, qdb = jnp.tile(q0, (b, 1)), jnp.tile(qd0, (b, 1))
@@ -252,21 +255,23 @@ def protection() -> list[dict]:
             )  # fmt: skip
             r = tr.constraint_residual()
             g = float(jnp.max(jnp.abs(r.position))) if r.position.size else 0.0
-            rows.append(
-                dict(model=name, option=option, position=g, velocity=float(jnp.max(jnp.abs(r.velocity))))
-            )  # fmt: skip
+            c = float(jnp.max(jnp.abs(r.velocity)))
+            rows.append(dict(model=name, option=option, position=g, velocity=c))
             print(rows[-1], flush=True)
     return rows
 
 
 def _report(result: dict) -> str:
     base = {r["option"]: r for r in result["adaptive"]}["hand-written field"]
+    m = result["machine"]
     lines = [
         "# Stabilisation: what each option costs (CPU)",
         "",
-        f"- date (UTC): {result['date']}; machine: {result['machine']}; "
-        f"load average at start {result['load_start']}, at end {result['load_end']}",
-        f"- versions: {result['versions']}",
+        f"- date (UTC): {m['date_utc']}; machine: {m['cpu_model']}, {m['cpu_cores']} cores "
+        f"({m['platform']}); load average (1, 5, 15 min) at start {m['loadavg_at_start']}, "
+        f"at end {m['loadavg_at_end']}",
+        f"- versions: python {m['python']}, jax {m['jax']}, diffrax {m['diffrax']}, "
+        f"equinox {m['equinox']}, constrax {m['constrax']}",
         "- one run; times are minima over repeats after a compiling call; compare ratios "
         "within this run",
         "",
@@ -318,22 +323,15 @@ def main():
     parser.add_argument("--quick", action="store_true", help="fewer repeats, no protection runs")
     parser.add_argument("--out", default=None, help="folder for stabilisation_cpu.{json,md}")
     args = parser.parse_args()
-    jax.config.update("jax_enable_x64", True)
+    require_x64()
     repeats = 3 if args.quick else 10
-    load_start = [round(x, 2) for x in os.getloadavg()]
     result = dict(
-        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        machine=f"{platform.platform()}, {os.cpu_count()} CPUs",
-        versions=", ".join(
-            f"{m.__name__} {m.__version__}" for m in (jax, diffrax, eqx, np)
-        )
-        + f", python {platform.python_version()}",
+        machine=machine_info(),
         adaptive=adaptive(repeats),
         fixed_step=fixed_step(repeats, 256 if not args.quick else 16),
         protection=[] if args.quick else protection(),
     )
-    result["load_start"] = load_start
-    result["load_end"] = [round(x, 2) for x in os.getloadavg()]
+    result["machine"]["loadavg_at_end"] = loadavg()
     report = _report(result)
     print(report)
     if args.out:

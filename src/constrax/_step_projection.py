@@ -30,8 +30,7 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 
-
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def projected_interpolation(inner: type) -> type:
     """The local interpolation of a projected step: `inner`'s interpolant plus the linear
     correction to the projected step end. One class per `inner`, so that it is a stable
@@ -123,7 +122,6 @@ def _first_same_as_last(solver, solver_state, y) -> PyTree[Array] | None:
     f1 = solver_state[1]
     if jax.tree.structure(f1) != jax.tree.structure(y):
         return None
-    same = all(
-        np.shape(a) == np.shape(b) for a, b in zip(jax.tree.leaves(f1), jax.tree.leaves(y))
-    )
+    pairs = zip(jax.tree.leaves(f1), jax.tree.leaves(y), strict=True)
+    same = all(np.shape(a) == np.shape(b) for a, b in pairs)
     return f1 if same else None
