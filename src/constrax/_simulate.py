@@ -370,7 +370,6 @@ class _VectorField(eqx.Module):
             return (q_dot, qdd, lam)
         return (q_dot, qdd)
 
-
     def project(self, t, y, p, positions: bool):
         """The state `y` projected onto the constraints (`StepProjection`)."""
         mu = y[2] if self.prescription.multiplier_state else None
