@@ -116,7 +116,8 @@ def _chain(stabilisation, p=None, q0=None, saveat=diffrax.SaveAt(steps=True)):
 def test_positions_true_projects_the_holonomic_rows_every_step():
     """On a coarse fixed step (dt = 0.02) the rods drift by the integrator's error without
     the position projection, and stay at round-off with it."""
-    projected, velocity_only = _chain(cx.StepProjection(positions=True)), _chain(cx.StepProjection())
+    projected = _chain(cx.StepProjection(positions=True))
+    velocity_only = _chain(cx.StepProjection())
     g = _saved(projected.constraint_residual().position, projected)
     assert np.max(np.abs(g)) < 1e-13
     g = _saved(velocity_only.constraint_residual().position, velocity_only)
