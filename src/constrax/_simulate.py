@@ -650,28 +650,28 @@ def simulate(
     - `solver`, `stepsize_controller`, `saveat`, `adjoint`, `max_steps`, `progress_meter`:
       passed to diffrax. Defaults: `Tsit5()`, `PIDController(rtol=tol, atol=tol,
       dtmax=1/rate)` with `tol` $= \max(10^{-8}, 100\epsilon)$ of the dtype ($10^{-8}$ in
-      float64, $1.2\times10^{-5}$ in float32) and `rate` the fastest decay rate of the
-      stabilisation (the default's: 10/s, so steps of at most 0.1 s; no cap without
-      stabilisation or constraints), `SaveAt(t1=True)`, `RecursiveCheckpointAdjoint()`.
-      The cap keeps gradients right: an adaptive controller does not see the decaying
-      modes on a consistent state, but derivatives excite them. Pass `dtmax` the same
-      way to a controller of your own. With `diffrax.ConstantStepSize` and an explicit
-      solver, a `dt0` beyond the solver's stability limit at the initial state emits a
-      `cx.StepSizeWarning` (eager calls; docs page "Choosing the integrator").
+      float64, $1.2\times10^{-5}$ in float32) and `rate` the fastest decay rate an
+      in-field stabilisation imposes (`Projection`, `Baumgarte`; no cap under the default
+      `StepProjection`, without stabilisation or without constraints),
+      `SaveAt(t1=True)`, `RecursiveCheckpointAdjoint()`. The cap keeps gradients right:
+      an adaptive controller does not see the decaying modes on a consistent state, but
+      derivatives excite them. Pass `dtmax` the same way to a controller of your own.
+      With `diffrax.ConstantStepSize` and an explicit solver, a `dt0` beyond the solver's
+      stability limit at the initial state emits a `cx.StepSizeWarning` (eager calls;
+      docs page "Choosing the integrator").
     - `prescription`: `cx.DAlembert()` or `cx.Vakonomic()`; `mu0` the initial vakonomic
       multipliers `(m,)` (default zeros: $\mu_0$ is free initial data of that problem).
     - `constraint_solver`: `cx.AutoSolver()`, `cx.KKT()` or `cx.UdwadiaKalaba()`.
-    - `stabilisation`: `cx.Projection(alpha=10.0, beta=0.0)` (default: the velocity
-      projection), `cx.Projection()` (also corrects the position drift of holonomic
-      rows), `cx.Baumgarte(...)` or `None`. The default evaluates the dynamics at the
-      velocity projected onto the constraints, so that the integration's drift never
-      reaches the solve: this is what keeps gradients right through singular
-      configurations (the snake cart's $\phi = \pm\pi/2$), where without it AD disagrees
-      with finite differences by orders of magnitude (docs/concepts/gradients.md,
-      "Through singular configurations"). `beta=0` because the position correction makes
-      redundant holonomic rows stiff (docs/concepts/stabilisation.md). `None` is cheaper
-      per step and fine away from singular configurations. Systems without constraints
-      ignore it.
+    - `stabilisation`: `cx.StepProjection()` (default), `cx.StepProjection(positions=True)`,
+      `cx.Projection(...)`, `cx.Baumgarte(...)` or `None`. The default projects the
+      velocity onto the constraints after every step and evaluates the dynamics at the
+      projected velocity, so that the integration's drift never reaches the solve: this
+      keeps gradients right through singular configurations (the snake cart's
+      $\phi = \pm\pi/2$), where without it AD disagrees with finite differences by orders
+      of magnitude (docs/concepts/gradients.md, "Through singular configurations"), and
+      it leaves the steps of an adaptive controller those of the unstabilised equations
+      (docs/concepts/stabilisation.md). `None` is cheaper per evaluation and fine away
+      from singular configurations. Systems without constraints ignore it.
     - `project_initial`: project `(q0, qd0)` with `consistent_initial_state` first.
       Otherwise an initial state that violates a constraint by more than
       `initial_tolerance` (absolute on $g$; relative to $\max(1, |\dot q|_\infty)$ on
@@ -746,7 +746,11 @@ def simulate(
     vf = _VectorField(
         system, prescription, constraint_solver, stabilisation, mask, consistency_rtol
     )
-    if isinstance(stabilisation, StepProjection) and m > 0:
+    if (
+        isinstance(stabilisation, StepProjection)
+        and m > 0
+        and not isinstance(adjoint, diffrax.BacksolveAdjoint)  # its adjoint ODE has no step
+    ):
         solver = ProjectedSolver(solver, vf, stabilisation.positions)
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(vf),

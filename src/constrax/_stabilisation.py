@@ -1,11 +1,14 @@
 r"""Drift control for the index-reduced equations (docs/concepts/stabilisation.md).
 
 Differentiating the constraints to acceleration level makes $g = 0$ and $c = 0$ invariant
-but not attractive: integration error accumulates. Two remedies:
+but not attractive: integration error accumulates. Three remedies:
 
 * `Baumgarte(alpha, beta)`: $A\ddot q = -c_\text{bias} - (2\alpha c + \beta^2 g)$ on
   holonomic rows and $-\alpha c$ on velocity rows, so $\ddot g + 2\alpha\dot g + \beta^2 g = 0$
   and $\dot c = -\alpha c$.
+* `StepProjection()` (the default of `cx.simulate`): the state projected onto the
+  constraints after every solver step, the field evaluated at the projected velocity
+  without a decay term (Hairer, Lubich & Wanner 2006, §IV.4).
 * `Projection(alpha, beta)`: the vector field is evaluated at the $W$-orthogonal
   projection $\dot q_P$ of the velocity onto the constraint set, with
   $A\ddot q = -c_\text{bias}(q, \dot q_P) - \alpha c(q, \dot q)$ and
@@ -131,12 +134,17 @@ class StepProjection(AbstractStabilisation):
     with `positions=True`, one factorisation of $(W, A)$ per step. The pseudo-inverse of
     the rank-robust solvers keeps the projection defined where $A$ loses rank, and as a
     step, not a term of the ODE, it adds no stiffness there (docs/concepts/stabilisation.md).
+    Under `diffrax.BacksolveAdjoint` (the continuous adjoint, whose adjoint ODE has no
+    projection step) only the evaluation at the projected velocity remains.
 
     **Arguments:**
 
     - `positions`: also project the coordinates onto the holonomic rows after every step
       (default `False`: the velocity projection alone holds the position drift of the
-      holonomic rows at the integrator's tolerance over long runs).
+      holonomic rows at the integrator's tolerance over long runs). For independent
+      holonomic rows only: with redundant ones (loop closures imported from MJCF) the
+      Gauss–Newton step divides by the singular value that vanishes on the manifold, and
+      an adaptive run stalls (docs/concepts/stabilisation.md).
     """
 
     positions: bool = eqx.field(static=True, default=False)

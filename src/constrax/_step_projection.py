@@ -79,6 +79,11 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
     def term_compatible_contr_kwargs(self):
         return self.solver.term_compatible_contr_kwargs
 
+    @property
+    def root_finder(self):
+        """The wrapped implicit solver's root finder (diffrax sets its tolerances)."""
+        return self.solver.root_finder
+
     def order(self, terms):
         return self.solver.order(terms)
 
@@ -103,16 +108,23 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
             y_p = (y1[0], carried[0], *y1[2:])  # the field's dq/dt at (t1, y1) is qd_P
         else:
             y_p = self.field.project(t1, y1, args, self.positions)
+            if carried is not None:
+                # The carried field is that of the unprojected state: evaluate it afresh
+                # at the projected one (diffrax's `first_step` flag), or a position
+                # correction leaves the next step's first stage stale.
+                solver_state = (jnp.array(True), solver_state[1])
         correction = jax.tree.map(lambda a, b: a - b, y_p, y1)
         return y_p, y_error, dict(dense_info, correction=correction), solver_state, result
 
 
 def _first_same_as_last(solver, solver_state, y) -> PyTree[Array] | None:
     """The vector field at the end of the step, if the solver state carries it: diffrax's
-    Runge–Kutta solvers keep `(first_step, f1)` for a first-same-as-last tableau."""
+    explicit Runge–Kutta solvers keep `(first_step, f1)` for a first-same-as-last tableau
+    (an implicit one's last stage is the end of the step only to its root finder's
+    tolerance, so it is projected explicitly)."""
     tableau = getattr(solver, "tableau", None)
     if not (
-        isinstance(solver, diffrax.AbstractRungeKutta)
+        isinstance(solver, diffrax.AbstractERK)
         and isinstance(tableau, diffrax.ButcherTableau)
         and tableau.fsal
         and isinstance(solver_state, tuple)
