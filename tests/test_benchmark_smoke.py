@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import constrax as cx
-from constrax._system import stacked_residual
+from constrax._terms import stacked_residual
 
 _ROOT = pathlib.Path(__file__).resolve().parents[1]
 

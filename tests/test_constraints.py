@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import constrax as cx
-from constrax._system import constraint_terms, stacked_residual
+from constrax._terms import constraint_terms, stacked_residual
 
 
 def test_constraint_terms_equal_full_jacobians():

@@ -11,7 +11,7 @@ import optimistix as optx
 import pytest
 
 import constrax as cx
-from constrax import _simulate
+from constrax import _simulate, _step_size
 
 OMEGA = 100.0  # the stiff spring's angular frequency, rad/s
 
@@ -99,12 +99,12 @@ def test_stability_function_of_the_tableaux():
     """R(z) from the Butcher tableau: exp(z) to the solver's order; Tsit5 amplifies the
     imaginary axis at |z| = 3.2 by 1.40 a step (the number docs/integrators.md quotes)."""
     for solver, order in ((diffrax.Euler(), 1), (diffrax.Heun(), 2), (diffrax.Tsit5(), 5)):
-        c = _simulate._stability_polynomial(solver)
+        c = _step_size.stability_polynomial(solver)
         z = 1e-2
         assert abs(np.polyval(c[::-1], z) - np.exp(z)) < 10 * z ** (order + 1)
-    tsit5 = _simulate._stability_polynomial(diffrax.Tsit5())
-    assert _simulate._spurious_growth(tsit5, np.array([3.2j]))[0] == pytest.approx(1.40, abs=5e-3)
-    assert _simulate._stability_polynomial(diffrax.Kvaerno5()) is None
+    tsit5 = _step_size.stability_polynomial(diffrax.Tsit5())
+    assert _step_size.spurious_growth(tsit5, np.array([3.2j]))[0] == pytest.approx(1.40, abs=5e-3)
+    assert _step_size.stability_polynomial(diffrax.Kvaerno5()) is None
 
 
 def test_under_jit_nothing_is_checked_or_added():

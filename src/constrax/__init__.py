@@ -48,6 +48,7 @@ from ._geometry import (
     lie_bracket as lie_bracket,
 )
 from ._impulse import ImpulsiveJump as ImpulsiveJump, impulsive_jump as impulsive_jump
+from ._initial_state import consistent_initial_state as consistent_initial_state
 from ._linearise import (
     Eigenvalues as Eigenvalues,
     IllConditionedWarning as IllConditionedWarning,
@@ -69,12 +70,7 @@ from ._sharding import (
     shard_batch as shard_batch,
     sharded_vmap as sharded_vmap,
 )
-from ._simulate import (
-    StepSizeWarning as StepSizeWarning,
-    Trajectory as Trajectory,
-    consistent_initial_state as consistent_initial_state,
-    simulate as simulate,
-)
+from ._simulate import simulate as simulate
 from ._solve import (
     KKT as KKT,
     AbstractConstraintSolver as AbstractConstraintSolver,
@@ -87,7 +83,10 @@ from ._stabilisation import (
     Projection as Projection,
     StepProjection as StepProjection,
 )
-from ._system import System as System, mass_matrix as mass_matrix
+from ._step_size import StepSizeWarning as StepSizeWarning
+from ._system import System as System
+from ._terms import mass_matrix as mass_matrix
+from ._trajectory import Trajectory as Trajectory
 
 __version__ = "0.1.0"
 

@@ -27,7 +27,8 @@ from ._sharding import (
     run_sharded,
 )
 from ._simulate import simulate
-from ._system import System, as_float, shape_error
+from ._state import as_float, shape_error
+from ._system import System
 
 
 def _check_p_axes(p_axes, ps) -> None:

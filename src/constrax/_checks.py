@@ -16,18 +16,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._kinds import kinds
 from ._prescriptions import AbstractPrescription
 from ._solve import AbstractConstraintSolver
 from ._stabilisation import AbstractStabilisation
 from ._system import System
 
 _OPTIONS = {
-    "prescription": (AbstractPrescription, "cx.DAlembert() or cx.Vakonomic()"),
-    "constraint_solver": (
-        AbstractConstraintSolver,
-        "cx.AutoSolver(), cx.KKT() or cx.UdwadiaKalaba()",
-    ),
+    "prescription": AbstractPrescription,
+    "constraint_solver": AbstractConstraintSolver,
 }
+
+
+def stabilisation_kinds() -> str:
+    """The choices of `stabilisation=`, as the errors name them."""
+    return f"None, {kinds(AbstractStabilisation, '(...)')}"
 
 
 def _class_hint(name: str, value, expected: str) -> str | None:
@@ -55,14 +58,15 @@ def check_options(
     for name, value in (("prescription", prescription), ("constraint_solver", constraint_solver)):
         if value is None:
             continue
-        base, expected = _OPTIONS[name]
+        base = _OPTIONS[name]
+        expected = kinds(base, "()")
         hint = _class_hint(name, value, expected)
         if hint is not None:
             raise TypeError(hint)
         if not isinstance(value, base):
             raise TypeError(f"`{name}` must be {expected}, got {value!r}")
     if stabilisation is not None:
-        expected = "None, cx.Baumgarte(...) or cx.Projection(...)"
+        expected = stabilisation_kinds()
         hint = _class_hint("stabilisation", stabilisation, expected)
         if hint is not None:
             raise TypeError(hint)

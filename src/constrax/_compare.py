@@ -13,8 +13,9 @@ from jaxtyping import Array, Float
 
 from ._custom_types import Params
 from ._prescriptions import DAlembert, Vakonomic
-from ._simulate import Trajectory, simulate
+from ._simulate import simulate
 from ._system import System
+from ._trajectory import Trajectory
 
 
 class PrescriptionComparison(eqx.Module):

@@ -21,6 +21,7 @@ from ._custom_types import (
     Time,
     VelocityConstraintFn,
 )
+from ._layout import row_count, traced_shape
 
 
 def row_jacobian(fn, x: Array, k: int) -> Array:
@@ -39,13 +40,53 @@ def _name_of(fn, default: str) -> str:
     return name
 
 
+def _label(con: "AbstractConstraint") -> str:
+    return f"constraint {con.name!r} ({type(con).__name__})"
+
+
+def _no_position_level(con: "AbstractConstraint") -> TypeError:
+    return TypeError(f"constraint {con.name!r} has no position-level residual")
+
+
+RowTerms = tuple[Float[Array, "k n"], Float[Array, " k"], Float[Array, " k"] | None]
+r"""$(A, c, c_\text{bias})$ of a constraint's rows (`AbstractConstraint.terms`)."""
+
+
+def velocity_level_terms(residual, t, q, qd, p, bias: bool) -> RowTerms:
+    r"""$(A, c, c_\text{bias})$ of rows given at velocity level, `residual(t, q, qd, p)`.
+
+    $c$ and $A = \partial c/\partial\dot q$ come from one trace of the rows (their
+    $q$-dependent part, e.g. a contact geometry, is traced once for both): `jax.vjp` in
+    $\dot q$, one pullback per row, or forward mode when there are at least as many rows as
+    coordinates. $c_\text{bias}$ is the tangent of that pair along $(1, \dot q)$ in
+    $(t, q)$ (one `jax.jvp`); with `bias=False`, `None` without the jvp.
+    """
+
+    def rows_and_jacobian(t_, q_):
+        rows = lambda v: jnp.atleast_1d(residual(t_, q_, v, p)).astype(q.dtype)
+        c, pullback = jax.vjp(rows, qd)
+        k, n = c.shape[0], qd.shape[0]
+        if k < n:  # reverse mode: k pullbacks of the one trace
+            return c, jax.vmap(lambda ct: pullback(ct)[0])(jnp.eye(k, dtype=q.dtype))
+        basis = jnp.eye(n, dtype=q.dtype)
+        return c, jax.vmap(lambda e: jax.jvp(rows, (qd,), (e,))[1], out_axes=1)(basis)
+
+    if not bias:
+        c, A = rows_and_jacobian(t, q)
+        return A, c, None
+    (c, A), (c_bias, _) = jax.jvp(rows_and_jacobian, (t, q), (jnp.ones_like(t), qd))
+    return A, c, c_bias
+
+
 class AbstractConstraint(eqx.Module):
     r"""A set of `k` constraint rows written at velocity level, $c(t, q, \dot q) = 0$.
 
-    Subclasses say whether the rows come from positions (`holonomic`) and whether they
-    are linear in the velocities (`linear_in_velocity`); the engine derives the
-    Jacobian $A = \partial c / \partial \dot q$ and the bias $\dot c - A \ddot q$ by
-    autodiff.
+    Each kind says whether its rows come from positions (`holonomic`) and whether they
+    are linear in the velocities (`linear_in_velocity`), and carries what the engine needs
+    of it: its rows (`velocity_residual`), their number and position-level part from the
+    trace-time shape checks (`count_rows`), the Jacobian $A = \partial c / \partial \dot q$
+    and the bias $\dot c - A \ddot q$ by autodiff (`terms`), and the position level
+    (`has_position_rows`, `position_residual`).
     """
 
     name: eqx.AbstractVar[str]
@@ -58,15 +99,33 @@ class AbstractConstraint(eqx.Module):
     ) -> Float[Array, " k"]:
         """The rows $c(t, q, \\dot q)$."""
 
+    @abc.abstractmethod
+    def count_rows(
+        self, t: Time, q: Float[Array, " n"], qd: Float[Array, " n"], p: Params
+    ) -> tuple[int, int]:
+        """`(k, h)`: the constraint's `k` rows, of which the first `h` have a position
+        level, from the shapes of its functions traced abstractly (`jax.eval_shape`).
+        Raises `ValueError` naming the function and the shapes at fault."""
+
+    @abc.abstractmethod
+    def terms(
+        self, t: Time, q: Float[Array, " n"], qd: Float[Array, " n"], p: Params, bias: bool
+    ) -> RowTerms:
+        r"""$(A, c, c_\text{bias})$: the Jacobian $A = \partial c/\partial\dot q$, the rows
+        $c$ and the bias
+        $c_\text{bias} = \partial c/\partial t + (\partial c/\partial q)\dot q$, so that
+        $\dot c = A\ddot q + c_\text{bias}$; with `bias=False`, $c_\text{bias}$ is not
+        computed (`None`)."""
+
     @property
+    @abc.abstractmethod
     def has_position_rows(self) -> bool:
         """Whether `position_residual` gives $g(t, q)$ for (some of) the rows: all rows of a
         holonomic constraint, the leading integrable rows of a `Pfaffian` with `position=`."""
-        return self.holonomic
 
+    @abc.abstractmethod
     def position_residual(self, t: Time, q: Float[Array, " n"], p: Params) -> Float[Array, " h"]:
         """The rows $g(t, q)$ of the holonomic rows; raises for velocity constraints."""
-        raise TypeError(f"constraint {self.name!r} has no position-level residual")
 
 
 class Holonomic(AbstractConstraint):
@@ -122,6 +181,10 @@ class Holonomic(AbstractConstraint):
         self.velocity = velocity
         self.name = name if name is not None else _name_of(g, "holonomic")
 
+    @property
+    def has_position_rows(self) -> bool:
+        return True
+
     def position_residual(self, t, q, p):
         return jnp.atleast_1d(self.g(t, q, p))
 
@@ -131,6 +194,36 @@ class Holonomic(AbstractConstraint):
         fn = lambda t_, q_: jnp.atleast_1d(self.g(t_, q_, p))
         _, c = jax.jvp(fn, (t, q), (jnp.ones_like(t), qd))
         return c
+
+    def count_rows(self, t, q, qd, p):
+        label = _label(self)
+        k = row_count(label, "g(t, q, p)", traced_shape(f"{label}: g(t, q, p)", self.g, t, q, p))
+        if self.velocity is not None:
+            vlabel = f"{label}: velocity(t, q, qd, p)"
+            kv = row_count(
+                label, "velocity(t, q, qd, p)", traced_shape(vlabel, self.velocity, t, q, qd, p)
+            )
+            if kv != k:
+                raise ValueError(
+                    f"{label}: velocity(t, q, qd, p) must return one row per row of "
+                    f"g(t, q, p): expected ({k},), got ({kv},)"
+                )
+        return k, k
+
+    def terms(self, t, q, qd, p, bias):
+        r"""Given by `g` alone: $c$ and $c_\text{bias}$ from one `jax.jvp` of
+        $(t, q)\mapsto c(t, q, \dot q)$ along $(1, \dot q)$ with $\dot q$ held fixed, and
+        $A = \partial g/\partial q$ read off directly; given with `velocity=`, from the
+        rows at velocity level (`velocity_level_terms`)."""
+        if self.velocity is not None:
+            return velocity_level_terms(self.velocity_residual, t, q, qd, p, bias)
+        fn = lambda t_, q_: jnp.atleast_1d(self.velocity_residual(t_, q_, qd, p)).astype(q.dtype)
+        if bias:
+            c, c_bias = jax.jvp(fn, (t, q), (jnp.ones_like(t), qd))
+        else:
+            c, c_bias = fn(t, q), None
+        g = lambda q_: jnp.atleast_1d(self.g(t, q_, p)).astype(q.dtype)
+        return row_jacobian(g, q, c.shape[0]), c, c_bias
 
 
 class Pfaffian(AbstractConstraint):
@@ -221,7 +314,7 @@ class Pfaffian(AbstractConstraint):
 
     def position_residual(self, t, q, p):
         if self.position is None:
-            return super().position_residual(t, q, p)
+            raise _no_position_level(self)
         return jnp.atleast_1d(self.position(t, q, p))
 
     def _velocity_rows(self, t, q, qd, p):
@@ -248,6 +341,57 @@ class Pfaffian(AbstractConstraint):
         if self.velocity is not None:
             return self._velocity_rows(t, q, qd, p)
         return self.one_form(t, q, p) @ qd + self.affine_term(t, q, p)
+
+    def count_rows(self, t, q, qd, p):
+        label = _label(self)
+        if self.omega is not None:
+            n = q.shape[0]
+            shape = traced_shape(f"{label}: omega(t, q, p)", self.omega, t, q, p)
+            if not (shape == (n,) or (len(shape) == 2 and shape[1] == n)):
+                raise ValueError(
+                    f"{label}: omega(t, q, p) must return shape (k, n) = (k, {n}) or ({n},), "
+                    f"got {shape}"
+                )
+            k = 1 if len(shape) == 1 else shape[0]
+            if self.b is not None:
+                bshape = traced_shape(f"{label}: b(t, q, p)", self.b, t, q, p)
+                if bshape not in ((k,), ()) or (bshape == () and k != 1):
+                    raise ValueError(
+                        f"{label}: b(t, q, p) must return shape (k,) = ({k},) to match omega's "
+                        f"{k} rows, got {bshape}"
+                    )
+        else:
+            shape = traced_shape(f"{label}: velocity(t, q, qd, p)", self.velocity, t, q, qd, p)
+            k = row_count(label, "velocity(t, q, qd, p)", shape)
+        if self.position is None:
+            return k, 0
+        shape = traced_shape(f"{label}: position(t, q, p)", self.position, t, q, p)
+        h = row_count(label, "position(t, q, p)", shape)
+        if h > k:
+            raise ValueError(
+                f"{label}: position(t, q, p) gives the first rows' holonomic form, so it "
+                f"must return at most the constraint's {k} rows, got ({h},)"
+            )
+        return k, h
+
+    def terms(self, t, q, qd, p, bias):
+        r"""Given by its one-form: one `jax.jvp` of $(\omega, b)$ along $(1, \dot q)$ gives
+        $A = \omega$, $c = \omega\dot q + b$ and $c_\text{bias} = \dot\omega\dot q + \dot b$
+        ($\omega$ traced once); given with `velocity=`, from the rows at velocity level
+        (`velocity_level_terms`)."""
+        if self.omega is None:
+            return velocity_level_terms(self.velocity_residual, t, q, qd, p, bias)
+
+        def one_form_and_term(t_, q_):
+            w = self.one_form(t_, q_, p).astype(q.dtype)
+            b = jnp.zeros(w.shape[0], q.dtype) if self.b is None else self.affine_term(t_, q_, p)
+            return w, jnp.asarray(b, q.dtype)
+
+        if not bias:
+            A, b = one_form_and_term(t, q)
+            return A, A @ qd + b, None
+        (A, b), (A_dot, b_dot) = jax.jvp(one_form_and_term, (t, q), (jnp.ones_like(t), qd))
+        return A, A @ qd + b, A_dot @ qd + b_dot
 
 
 class VelocityConstraint(AbstractConstraint):
@@ -284,5 +428,21 @@ class VelocityConstraint(AbstractConstraint):
         self.F = F
         self.name = name if name is not None else _name_of(F, "velocity_constraint")
 
+    @property
+    def has_position_rows(self) -> bool:
+        return False
+
+    def position_residual(self, t, q, p):
+        raise _no_position_level(self)
+
     def velocity_residual(self, t, q, qd, p):
         return jnp.atleast_1d(self.F(t, q, qd, p))
+
+    def count_rows(self, t, q, qd, p):
+        label = _label(self)
+        shape = traced_shape(f"{label}: F(t, q, qd, p)", self.F, t, q, qd, p)
+        return row_count(label, "F(t, q, qd, p)", shape), 0
+
+    def terms(self, t, q, qd, p, bias):
+        """From the rows at velocity level (`velocity_level_terms`)."""
+        return velocity_level_terms(self.velocity_residual, t, q, qd, p, bias)

@@ -13,17 +13,12 @@ from ._checks import check_system
 from ._compilation import compiled
 from ._custom_types import Params, Time
 from ._dynamics import accelerations
+from ._layout import row_layout
 from ._prescriptions import AbstractPrescription, DAlembert
 from ._solve import AbstractConstraintSolver, AutoSolver
-from ._system import (
-    System,
-    as_time,
-    check_state,
-    constraint_row_counts,
-    constraint_terms,
-    position_residual,
-    stacked_residual,
-)
+from ._state import as_time, check_state
+from ._system import System
+from ._terms import constraint_terms, position_residual, stacked_residual
 from ._tolerances import rank_rtol
 
 
@@ -31,7 +26,7 @@ def _prepare(system, t, q, qd, p):
     check_system(system)
     q, qd = check_state(q, qd)
     t = as_time(t, q)
-    constraint_row_counts(system, t, q, qd, p)
+    row_layout(system, t, q, qd, p)  # the trace-time shape checks
     return t, q, qd
 
 

@@ -16,26 +16,19 @@ from jaxtyping import Array, Float, Int
 from ._checks import check_finite, check_options, check_system
 from ._compilation import compiled
 from ._custom_types import Params, Time
+from ._layout import row_layout
 from ._prescriptions import AbstractPrescription, DAlembert
 from ._solve import AbstractConstraintSolver, AutoSolver
-from ._stabilisation import (
-    AbstractStabilisation,
-    Baumgarte,
-    Projection,
-    StepProjection,
-    static_zero,
-)
-from ._system import (
-    System,
-    as_time,
-    check_state,
+from ._stabilisation import AbstractStabilisation, StepTerms, unstabilised
+from ._state import as_time, check_state
+from ._system import System
+from ._terms import (
     constraint_bias,
     constraint_terms,
     euler_lagrange_rhs,
     euler_lagrange_terms,
     generalized_force,
     position_residual,
-    row_layout,
     scatter_holonomic,
 )
 
@@ -103,7 +96,7 @@ def check_mu(prescription: AbstractPrescription, mu, m: int, dtype) -> Array | N
 
 
 class _Step(NamedTuple):
-    """What one evaluation of the dynamics computes (`_step`)."""
+    """What one evaluation of the dynamics computes (`_step`); read by field name."""
 
     q_dot: Array  # the time derivative of q
     qd_used: Array  # the velocity the dynamics were evaluated at (projected under Projection)
@@ -131,45 +124,47 @@ def _step(
     L = prescription.effective_lagrangian(system, mu, p)
     if mask.shape[0] == 0:
         stabilisation = None  # nothing to project or relax
-    # Under Projection the bias terms are evaluated at the projected velocity only.
-    projected = isinstance(stabilisation, (Projection, StepProjection))
-    bias = not projected
+    # The bias terms at the state's velocity, unless the stabilisation evaluates them at
+    # a velocity of its own.
+    bias = stabilisation is None or stabilisation.bias_at_state_velocity
     with jax.named_scope("constraint_terms"):
         A, c, c_bias = constraint_terms(system, t, q, qd, p, bias)
     with jax.named_scope("lagrangian_terms"):
         W, f0 = euler_lagrange_terms(L, t, q, qd, bias)
     with jax.named_scope("factor"):
         state = solver.factor(W, A)
-    q_dot = qd_used = qd
-    # The position-level terms, unless their rate is a concrete zero (the default
-    # `StepProjection()`, `Projection(alpha, 0)`): traced for nothing otherwise.
-    position_terms = bool(mask.any()) and not static_zero(getattr(stabilisation, "beta", 0))
-    if projected:
-        with jax.named_scope("projection"):
-            qd_p = qd - solver.project(state, c)
-            _, c_bias = constraint_bias(system, t, q, qd_p, p)
-            f0 = euler_lagrange_rhs(L, t, q, qd_p)
-            b = -c_bias
-            if not static_zero(stabilisation.alpha):
-                b = b - stabilisation.alpha * c
-            q_dot = qd_used = qd_p
-            if position_terms:
-                g = scatter_holonomic(mask, position_residual(system, t, q, p))
-                q_dot = qd_p - stabilisation.beta * solver.project(state, g)
-    elif isinstance(stabilisation, Baumgarte):
-        stab = jnp.where(mask, 2 * stabilisation.alpha, stabilisation.alpha) * c
-        if position_terms:
-            g = scatter_holonomic(mask, position_residual(system, t, q, p))
-            stab = stab + stabilisation.beta**2 * g
-        b = -c_bias - stab
-    elif stabilisation is None:
-        b = -c_bias
-    else:
-        raise TypeError(f"unknown stabilisation {stabilisation!r}")
-    force = generalized_force(system, t, q, qd_used, p)
+
+    def bias_at(v):
+        _, c_bias_v = constraint_bias(system, t, q, v, p)
+        return c_bias_v, euler_lagrange_rhs(L, t, q, v)
+
+    step = StepTerms(
+        qd=qd,
+        c=c,
+        c_bias=c_bias,
+        f0=f0,
+        mask=mask,
+        # The position-level terms are traced only where some row has a position level
+        # (and, in the stabilisation, unless their rate is a concrete zero).
+        position_rows=bool(mask.any()),
+        project=lambda r: solver.project(state, r),
+        bias_at=bias_at,
+        position_residual=lambda: scatter_holonomic(mask, position_residual(system, t, q, p)),
+    )
+    terms = unstabilised(step) if stabilisation is None else stabilisation.terms(step)
+    force = generalized_force(system, t, q, terms.velocity, p)
     with jax.named_scope("saddle_solve"):
-        qdd, lam = solver.solve(state, f0 + force, b)
-    return _Step(q_dot, qd_used, qdd, lam, state, A, b, force)
+        qdd, lam = solver.solve(state, terms.f0 + force, terms.b)
+    return _Step(
+        q_dot=terms.q_dot,
+        qd_used=terms.velocity,
+        qdd=qdd,
+        lam=lam,
+        state=state,
+        A=A,
+        b=terms.b,
+        force=force,
+    )
 
 
 def project_state(
@@ -185,10 +180,10 @@ def project_state(
     positions: bool,
 ) -> tuple[Array, Array]:
     r"""$(q_P, \dot q_P)$: the velocity projected onto the velocity constraints,
-    $\dot q_P = \dot q - W^{-1}A^\top(AW^{-1}A^\top)^+ c$, and with `positions` the
+    $\dot q_P = \dot q - W^{-1}A^\top(AW^{-1}A^\top)^+ c$, and with `positions` first the
     coordinates by one Gauss–Newton step on the holonomic rows,
-    $q_P = q - W^{-1}G^\top(GW^{-1}G^\top)^+ g$, first, then the velocity at $q_P$ (a
-    second factorisation of $(W, A)$) (`StepProjection`)."""
+    $q_P = q - W^{-1}G^\top(GW^{-1}G^\top)^+ g$ (then the velocity at $q_P$: a second
+    factorisation of $(W, A)$) (`StepProjection`)."""
     L = prescription.effective_lagrangian(system, mu, p)
 
     def factor(q):
@@ -273,27 +268,26 @@ def accelerations(
     p = check_finite(p, "p", where)
     if mu is not None:
         mu = check_finite(mu, "mu", where)
-    q_dot, qd_used, qdd, lam, state, A, b, force = _step(
-        system, prescription, constraint_solver, stabilisation, t, q, qd, mu, p, mask
-    )
-    residual = A @ qdd - b
-    R_mult = A.T @ lam
+    step = _step(system, prescription, constraint_solver, stabilisation, t, q, qd, mu, p, mask)
+    residual = step.A @ step.qdd - step.b
+    R_mult = step.A.T @ step.lam
     if prescription.multiplier_state:
         # Total reaction with the *original* Lagrangian: R = W qdd - f0 - Q.
-        W, f0 = euler_lagrange_terms(lambda t, q, qd: system.lagrangian(t, q, qd, p), t, q, qd_used)
-        R = W @ qdd - f0 - force
+        L = lambda t, q, qd: system.lagrangian(t, q, qd, p)
+        W, f0 = euler_lagrange_terms(L, t, q, step.qd_used)
+        R = W @ step.qdd - f0 - step.force
     else:
         R = R_mult
     return Accelerations(
-        qdd=qdd,
-        multipliers=lam,
-        mu_dot=lam if prescription.multiplier_state else None,
+        qdd=step.qdd,
+        multipliers=step.lam,
+        mu_dot=step.lam if prescription.multiplier_state else None,
         reactions=R,
         reactions_multiplier=R_mult,
         reactions_curl=R - R_mult,
-        force=force,
-        reaction_power=qd_used @ R,
-        rank=constraint_solver.rank(state),
-        velocity=q_dot,
+        force=step.force,
+        reaction_power=step.qd_used @ R,
+        rank=constraint_solver.rank(step.state),
+        velocity=step.q_dot,
         acceleration_residual=residual,
     )

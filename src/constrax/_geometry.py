@@ -29,15 +29,10 @@ from jaxtyping import Array, Bool, Float, Int
 
 from ._compilation import compiled
 from ._custom_types import OneFormFn, Params, Time
-from ._system import (
-    System,
-    as_configurations,
-    as_coordinates,
-    as_time,
-    constraint_row_counts,
-    constraint_terms,
-    row_names,
-)
+from ._layout import row_layout
+from ._state import as_configurations, as_coordinates, as_time
+from ._system import System
+from ._terms import constraint_terms
 from ._tolerances import rank_rtol
 
 VectorField = Callable[[Float[Array, " n"]], Float[Array, " n"]]
@@ -62,7 +57,7 @@ def one_form_fn(source: System | OneFormFn, t: Time, p: Params, n: int, dtype) -
                 )
         zeros = jnp.zeros((n,), dtype)
         ta = jnp.asarray(t, dtype)
-        constraint_row_counts(source, ta, zeros, zeros, p)  # shape checks, trace time
+        row_layout(source, ta, zeros, zeros, p)  # shape checks, trace time
 
         def omega(q):
             return constraint_terms(source, ta, q, jnp.zeros_like(q), p)[0]
@@ -248,7 +243,7 @@ def is_integrable(
     res = _frobenius_batch(source, t, qs, p, rtol)
     if isinstance(source, System):
         z = jnp.zeros_like(qs[0])
-        names = tuple(row_names(source, as_time(t, z), z, z, p))
+        names = row_layout(source, as_time(t, z), z, z, p).names
     else:
         names = tuple(f"omega[{i}]" for i in range(res.shape[1]))
     if res.shape[1] == 0:
@@ -445,7 +440,7 @@ def find_singular_configurations(
     singular = dim > gen
     if isinstance(source, System):
         z = jnp.zeros((n,), qs.dtype)
-        names = tuple(row_names(source, as_time(t, z), z, z, p))
+        names = row_layout(source, as_time(t, z), z, z, p).names
     else:
         names = tuple(f"omega[{i}]" for i in range(part.shape[1]))
     return SingularConfigurations(

@@ -27,15 +27,11 @@ from jaxtyping import Array, Bool, Float, Int
 from ._checks import check_system
 from ._compilation import compiled
 from ._custom_types import Params, Time
+from ._layout import row_layout
 from ._solve import UdwadiaKalaba
-from ._system import (
-    System,
-    as_time,
-    check_state,
-    constraint_row_counts,
-    constraint_terms,
-    euler_lagrange_terms,
-)
+from ._state import as_time, check_state
+from ._system import System
+from ._terms import constraint_terms, euler_lagrange_terms
 from ._tolerances import rank_rtol
 
 
@@ -106,7 +102,7 @@ def impulsive_jump(
         raise ValueError(f"`max_iterations` must be a positive int, got {max_iterations!r}")
     q, qd = check_state(q, qd)
     t = as_time(t, q)
-    m = sum(constraint_row_counts(system, t, q, qd, p))
+    m = sum(row_layout(system, t, q, qd, p).counts)
     rtol = rank_rtol(q.dtype) if rtol is None else rtol
     lagrangian = lambda t_, q_, v_: system.lagrangian(t_, q_, v_, p)
     W = euler_lagrange_terms(lagrangian, t, q, qd, bias=False)[0]

@@ -49,16 +49,12 @@ from ._checks import check_finite, check_options, check_system
 from ._compilation import compiled
 from ._custom_types import Params, Time
 from ._dynamics import _step
+from ._layout import row_layout
 from ._prescriptions import AbstractPrescription, DAlembert
 from ._solve import AbstractConstraintSolver, AutoSolver
-from ._system import (
-    System,
-    as_time,
-    check_state,
-    position_residual,
-    row_layout,
-    stacked_residual,
-)
+from ._state import as_time, check_state
+from ._system import System
+from ._terms import position_residual, stacked_residual
 from ._tolerances import rank_rtol
 from .fit._controls import AbstractControl
 

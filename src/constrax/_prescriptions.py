@@ -21,7 +21,8 @@ import equinox as eqx
 from jaxtyping import Array, Float
 
 from ._custom_types import Params
-from ._system import System, stacked_residual
+from ._system import System
+from ._terms import stacked_residual
 
 
 class AbstractPrescription(eqx.Module):

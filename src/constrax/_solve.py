@@ -55,6 +55,10 @@ class AbstractConstraintSolver(eqx.Module):
 
     rank_robust: eqx.AbstractClassVar[bool]
     """Whether a rank-deficient $A$ gets a least-squares answer (rather than an error)."""
+    checks_mass_matrix: eqx.AbstractClassVar[bool]
+    r"""Whether `factor` itself refuses a mass matrix that is not positive definite on
+    $\ker A$ (a Cholesky does, at every step; an LU does not, and `simulate` then checks
+    once, at the initial state)."""
 
     @abc.abstractmethod
     def factor(self, W: Float[Array, "n n"], A: Float[Array, "m n"]):
@@ -92,6 +96,7 @@ class KKT(AbstractConstraintSolver):
     """
 
     rank_robust: ClassVar[bool] = False
+    checks_mass_matrix: ClassVar[bool] = False
 
     pivot_rtol: float | None = None
     throw: bool = True
@@ -166,6 +171,7 @@ class UdwadiaKalaba(AbstractConstraintSolver):
     """
 
     rank_robust: ClassVar[bool] = True
+    checks_mass_matrix: ClassVar[bool] = True
 
     rtol: float | None = None
     throw: bool = True
@@ -244,6 +250,7 @@ class AutoSolver(AbstractConstraintSolver):
     """
 
     rank_robust: ClassVar[bool] = True
+    checks_mass_matrix: ClassVar[bool] = False
 
     switch_rtol: float | None = None
     rtol: float | None = None

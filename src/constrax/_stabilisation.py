@@ -26,10 +26,17 @@ well below 1 for explicit solvers).
 """
 
 import abc
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array, Float
+
+if TYPE_CHECKING:
+    import diffrax
 
 
 def static_zero(rate) -> bool:
@@ -39,8 +46,56 @@ def static_zero(rate) -> bool:
     return isinstance(rate, (int, float, np.number)) and rate == 0
 
 
+class StepTerms(NamedTuple):
+    r"""What a stabilisation reads of one evaluation of the dynamics at $(t, q, \dot q)$,
+    with $A$ and $W$ factored."""
+
+    qd: Float[Array, " n"]
+    """The velocity of the state."""
+    c: Float[Array, " m"]
+    r"""The constraint rows $c(t, q, \dot q)$."""
+    c_bias: Float[Array, " m"] | None
+    r"""$c_\text{bias}$ at $\dot q$ (`None` unless the scheme's `bias_at_state_velocity`)."""
+    f0: Float[Array, " n"] | None
+    r"""$f_0$ of the Lagrangian at $\dot q$ (`None` unless `bias_at_state_velocity`)."""
+    mask: np.ndarray
+    """Static boolean mask of the rows with a position level."""
+    position_rows: bool
+    """Whether the position-level terms are traced: some rows have a position level."""
+    project: Callable[[Array], Array]
+    r"""$r \mapsto$ the minimum-$W$-norm $\delta$ with $A\delta = r$."""
+    bias_at: Callable[[Array], tuple[Array, Array]]
+    r"""$v \mapsto (c_\text{bias}, f_0)$ at the velocity $v$."""
+    position_residual: Callable[[], Array]
+    """The position residual $g$ on the rows of `mask`, zeros on the others."""
+
+
+class StabilisedTerms(NamedTuple):
+    r"""A stabilisation's contribution to one evaluation of the dynamics: the saddle system
+    $W\ddot q = f_0 + Q + A^\top\lambda$, $A\ddot q = b$ is solved at `velocity`, and
+    the time derivative of $q$ is `q_dot`."""
+
+    velocity: Float[Array, " n"]
+    """The velocity the dynamics are evaluated at (the force $Q$ too)."""
+    q_dot: Float[Array, " n"]
+    """The time derivative of $q$."""
+    b: Float[Array, " m"]
+    r"""The right-hand side of the acceleration-level rows $A\ddot q = b$."""
+    f0: Float[Array, " n"]
+    """The Lagrangian part $f_0$ of the right-hand side, at `velocity`."""
+
+
+def unstabilised(step: StepTerms) -> StabilisedTerms:
+    r"""The terms without stabilisation: $b = -c_\text{bias}$ at the state's velocity."""
+    return StabilisedTerms(velocity=step.qd, q_dot=step.qd, b=-step.c_bias, f0=step.f0)
+
+
 class AbstractStabilisation(eqx.Module):
     """Base class of drift-control schemes (`Baumgarte`, `Projection`).
+
+    A scheme contributes to each evaluation of the vector field (`terms`, reading the
+    bias at the state's velocity or not, `bias_at_state_velocity`) and may change the
+    integration itself (`wrap_solver`).
 
     The rates `alpha` and `beta` must be non-negative and finite (checked when they are
     concrete numbers; traced rates, e.g. under `jax.grad`, are taken as given).
@@ -48,10 +103,26 @@ class AbstractStabilisation(eqx.Module):
 
     alpha: eqx.AbstractVar[float]
     beta: eqx.AbstractVar[float]
+    bias_at_state_velocity: eqx.AbstractClassVar[bool]
+    r"""Whether `terms` reads $c_\text{bias}$ and $f_0$ at the state's velocity $\dot q$
+    (computed with $A$ and $W$ in one pass); `False` for a scheme that evaluates them at a
+    velocity of its own (`StepTerms.bias_at`), so that they are not computed twice."""
 
     @abc.abstractmethod
     def fastest_rate(self) -> float:
         """The fastest decay rate (1/time) the scheme imposes on constraint errors."""
+
+    @abc.abstractmethod
+    def terms(self, step: StepTerms) -> StabilisedTerms:
+        """Its contribution to one evaluation of the dynamics."""
+
+    @abc.abstractmethod
+    def wrap_solver(
+        self, solver: "diffrax.AbstractSolver", vector_field
+    ) -> "diffrax.AbstractSolver":
+        """The diffrax solver `simulate` integrates `vector_field` with: `solver` itself for
+        a scheme that acts through the vector field alone, a wrapper of it for one that
+        also acts on the state between steps."""
 
     def __check_init__(self):
         for name in ("alpha", "beta"):
@@ -85,10 +156,23 @@ class Baumgarte(AbstractStabilisation):
     alpha: float = 10.0
     beta: float = 10.0
 
+    bias_at_state_velocity: ClassVar[bool] = True
+
     def fastest_rate(self):
         r"""The fastest decay rate it imposes: $\max(2\alpha, \beta)$ (the roots of
         $s^2 + 2\alpha s + \beta^2$ and $-\alpha$)."""
         return max(2.0 * float(self.alpha), float(self.beta))
+
+    def terms(self, step):
+        r"""$b = -c_\text{bias} - 2\alpha c - \beta^2 g$ on the rows with a position level,
+        $b = -c_\text{bias} - \alpha c$ on the others."""
+        stab = jnp.where(step.mask, 2 * self.alpha, self.alpha) * step.c
+        if step.position_rows and not static_zero(self.beta):
+            stab = stab + self.beta**2 * step.position_residual()
+        return StabilisedTerms(velocity=step.qd, q_dot=step.qd, b=-step.c_bias - stab, f0=step.f0)
+
+    def wrap_solver(self, solver, vector_field):
+        return solver
 
 
 class Projection(AbstractStabilisation):
@@ -104,9 +188,27 @@ class Projection(AbstractStabilisation):
     alpha: float = 10.0
     beta: float = 10.0
 
+    bias_at_state_velocity: ClassVar[bool] = False
+
     def fastest_rate(self):
         r"""The fastest decay rate it imposes: $\max(\alpha, \beta)$."""
         return max(float(self.alpha), float(self.beta))
+
+    def terms(self, step):
+        r"""The dynamics at the projected velocity $\dot q_P = \dot q - W^{-1}A^\top
+        (AW^{-1}A^\top)^+ c$: $b = -c_\text{bias}(q, \dot q_P) - \alpha c$ and
+        $\dot q_\text{pos} = \dot q_P - \beta\,W^{-1}A^\top(AW^{-1}A^\top)^+ g$."""
+        with jax.named_scope("projection"):
+            qd_p = step.qd - step.project(step.c)
+            c_bias, f0 = step.bias_at(qd_p)
+            b = -c_bias - self.alpha * step.c
+            q_dot = qd_p
+            if step.position_rows and not static_zero(self.beta):
+                q_dot = qd_p - self.beta * step.project(step.position_residual())
+        return StabilisedTerms(velocity=qd_p, q_dot=q_dot, b=b, f0=f0)
+
+    def wrap_solver(self, solver, vector_field):
+        return solver
 
 
 class StepProjection(AbstractStabilisation):
@@ -118,10 +220,10 @@ class StepProjection(AbstractStabilisation):
     1994): the solver integrates the index-reduced equations and, after each step, the
     velocity is replaced by its $W$-orthogonal projection onto the velocity constraints,
 
-    $$\dot q_P = \dot q - W^{-1}A^	op(AW^{-1}A^	op)^+ c(t, q, \dot q),$$
+    $$\dot q_P = \dot q - W^{-1}A^\top(AW^{-1}A^\top)^+ c(t, q, \dot q),$$
 
     and, with `positions=True`, the coordinates by one Gauss–Newton step on the holonomic
-    rows, $q_P = q - W^{-1}G^	op(GW^{-1}G^	op)^+ g(t, q)$. Inside a step the vector field
+    rows, $q_P = q - W^{-1}G^\top(GW^{-1}G^\top)^+ g(t, q)$. Inside a step the vector field
     is evaluated at $\dot q_P$ as under `Projection`, but with no decay term: the field is
     unchanged on the constraints, so the error estimate — and the steps an adaptive
     controller takes — are those of the unstabilised equations, while the
@@ -157,9 +259,26 @@ class StepProjection(AbstractStabilisation):
     def beta(self) -> float:
         return 0.0
 
+    bias_at_state_velocity: ClassVar[bool] = False
+
     def fastest_rate(self):
         """`0.0`: the projection is a step, not a decay the solver must resolve."""
         return 0.0
+
+    def terms(self, step):
+        r"""The dynamics at the projected velocity
+        $\dot q_P = \dot q - W^{-1}A^\top(AW^{-1}A^\top)^+ c$, with
+        $b = -c_\text{bias}(q, \dot q_P)$ and $\dot q_\text{pos} = \dot q_P$: no decay term."""
+        with jax.named_scope("projection"):
+            qd_p = step.qd - step.project(step.c)
+            c_bias, f0 = step.bias_at(qd_p)
+        return StabilisedTerms(velocity=qd_p, q_dot=qd_p, b=-c_bias, f0=f0)
+
+    def wrap_solver(self, solver, vector_field):
+        """`solver`, its state projected after every step (`ProjectedSolver`)."""
+        from ._step_projection import ProjectedSolver
+
+        return ProjectedSolver(solver, vector_field, self.positions)
 
 
 VELOCITY_PROJECTION = StepProjection()

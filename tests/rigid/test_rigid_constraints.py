@@ -410,7 +410,7 @@ def test_disk_contact_velocity_form_is_the_time_derivative_of_its_height(normal,
     # the reference is the same row differentiated from g alone (A = dg/dq, bias =
     # qd^T Hess(g) qd by autodiff), at random states with quaternions off the unit sphere,
     # for a tilted plane and an off-centre axis.
-    from constrax._system import constraint_terms
+    from constrax._terms import constraint_terms
 
     body = rg.RigidBody(1.0, jnp.array([1.0, 1.0, 2.0]), rg.Quaternion())
     plane = rg.Plane(normal=normal, height=0.1)

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._simulate import Trajectory
+from .._trajectory import Trajectory
 from ._body import AffineBody, potential_energy, split
 from ._elastic import green_tensor
 

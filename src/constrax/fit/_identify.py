@@ -19,6 +19,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, ArrayLike, Float, PyTree
 
+from .._checks import stabilisation_kinds
 from .._custom_types import Params
 from .._prescriptions import AbstractPrescription, DAlembert
 from .._simulate import simulate
@@ -28,7 +29,8 @@ from .._stabilisation import (
     AbstractStabilisation,
     stabilisation_dtmax,
 )
-from .._system import System, check_state
+from .._state import check_state
+from .._system import System
 from ._checkpoint import config_hash
 from ._observations import Observations
 from ._problem import AbstractProblem, set_simulate_options, simulate_options
@@ -154,8 +156,7 @@ class IdentificationProblem(AbstractProblem):
         self.t0 = float(t0)
         if stabilisation is not None and not isinstance(stabilisation, AbstractStabilisation):
             raise TypeError(
-                "`stabilisation` must be None, cx.Baumgarte(...) or cx.Projection(...), got "
-                f"{stabilisation!r}"
+                f"`stabilisation` must be {stabilisation_kinds()}, got {stabilisation!r}"
             )
         self.stabilisation = stabilisation
         self.layout = segment_layout(np.asarray(observations.ts), self.t0, shooting.num_segments)

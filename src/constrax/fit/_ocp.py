@@ -25,9 +25,11 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._checks import check_options
 from .._custom_types import Params
+from .._layout import row_layout
 from .._prescriptions import AbstractPrescription, DAlembert
 from .._solve import KKT, AbstractConstraintSolver
-from .._system import System, position_residual, row_layout, stacked_residual
+from .._system import System
+from .._terms import position_residual, stacked_residual
 from .._tolerances import initial_tolerance
 
 _INF = np.inf

@@ -10,8 +10,9 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._custom_types import Params
-from .._simulate import Trajectory, simulate
+from .._simulate import simulate
 from .._system import System
+from .._trajectory import Trajectory
 from ._collocation import HermiteSimpson
 from ._ipopt import IPOPT, _compiled
 from ._ocp import OptimalControlProblem

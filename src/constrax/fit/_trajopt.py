@@ -17,14 +17,16 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._custom_types import Params
 from .._prescriptions import AbstractPrescription, DAlembert
-from .._simulate import Trajectory, simulate
+from .._simulate import simulate
 from .._solve import AbstractConstraintSolver, AutoSolver
 from .._stabilisation import (
     VELOCITY_PROJECTION,
     AbstractStabilisation,
     stabilisation_dtmax,
 )
-from .._system import System, check_state
+from .._state import check_state
+from .._system import System
+from .._trajectory import Trajectory
 from ._checkpoint import config_hash
 from ._controls import AbstractControl
 from ._problem import AbstractProblem, set_simulate_options, simulate_options

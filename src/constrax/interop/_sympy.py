@@ -12,7 +12,8 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .._constraints import Holonomic, Pfaffian, VelocityConstraint
-from .._system import System, euler_lagrange_rhs
+from .._system import System
+from .._terms import euler_lagrange_rhs
 from ._sympy_compile import (
     BACKENDS,
     ConversionError,

@@ -50,6 +50,7 @@ from ._friction import (
     viscous_rolling_friction as viscous_rolling_friction,
     viscous_spin_friction as viscous_spin_friction,
 )
+from ._frictional_contact import FrictionalContact as FrictionalContact
 from ._mjcf import (
     KinematicTree as KinematicTree,
     MJCFError as MJCFError,
@@ -83,4 +84,8 @@ from ._so3 import (
     spatial_angular_velocity as spatial_angular_velocity,
     spatial_translational_velocity as spatial_translational_velocity,
     vee as vee,
+)
+from ._switching import (
+    ContactTrajectory as ContactTrajectory,
+    simulate_contacts as simulate_contacts,
 )

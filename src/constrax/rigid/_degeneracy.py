@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from .._constraints import AbstractConstraint
-from .._system import as_float, as_time, check_state, shape_error
+from .._state import as_float, as_time, check_state, shape_error
 from .._tolerances import rank_rtol
 from ._body import RigidBody
 from ._so3 import cross

@@ -27,7 +27,8 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._constraints import AbstractConstraint, Holonomic
-from .._system import System, mass_matrix
+from .._system import System
+from .._terms import mass_matrix
 from ._body import RigidBody
 from ._contacts import Disk, Sphere, body_constraints
 from ._orientation import Quaternion

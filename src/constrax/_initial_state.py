@@ -1,0 +1,189 @@
+r"""Consistent initial states: the projection of a state onto the constraint manifold
+(`consistent_initial_state`) and the checks `simulate` makes of its initial state
+(docs/concepts/stabilisation.md)."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import lineax as lx
+import numpy as np
+import optimistix as optx
+from jaxtyping import Array, Float
+
+from ._checks import check_system
+from ._compilation import compiled
+from ._custom_types import Params
+from ._guards import checked
+from ._layout import row_layout
+from ._solve import UdwadiaKalaba
+from ._state import as_time, check_state
+from ._system import System
+from ._terms import constraint_terms, euler_lagrange_terms, position_residual, stacked_residual
+from ._tolerances import (
+    initial_tolerance as default_initial_tolerance,
+    projection_tolerance,
+)
+
+_MASS_MSG = (
+    "the mass matrix W = d2L/dqd2 is not positive definite on the admissible velocities "
+    "ker A (a negative or zero mass or inertia?). Check the Lagrangian and its parameters."
+)
+
+
+def _row_violation(system, layout, t, q, qd, p, c):
+    r"""Per-row violation of a state with rows `c`: $|c|$ relative to
+    $\max(1, |\dot q|_\infty)$, and at least $|g|$ on the position-level rows."""
+    viol = jnp.abs(c) / jnp.maximum(1.0, jnp.max(jnp.abs(qd)))
+    if layout.mask.any():
+        g = position_residual(system, t, q, p)
+        viol = viol.at[np.flatnonzero(layout.mask)].max(jnp.abs(g))
+    return viol
+
+
+def check_initial_state(system, prescription, layout, t, q, qd, mu, p, tolerance, mass):
+    """`q`, or an error if the initial state violates a constraint row by more than
+    `tolerance` (skipped for `None`) or, with `mass`, if the mass matrix is not positive
+    definite on ker A there.
+
+    Checks, not results: they run on `stop_gradient`-ed values, so that differentiating
+    `simulate` traces no tangent of them, and build $W$ and $A$ without their bias terms;
+    the rows $c$ come with $A$ from one trace where both checks run.
+    """
+    t_, q_, qd_, mu_, p_ = jax.lax.stop_gradient((t, q, qd, mu, p))
+    if mass:
+        A, c, _ = constraint_terms(system, t_, q_, qd_, p_, bias=False)
+    elif tolerance is not None:
+        c = stacked_residual(system, p_)(t_, q_, qd_)
+    if tolerance is not None:
+        viol = _row_violation(system, layout, t_, q_, qd_, p_, c)
+        msgs = [
+            f"constrax.simulate: the initial state violates constraint row {name} by more than "
+            f"initial_tolerance={tolerance:g}. Project it with "
+            "cx.consistent_initial_state(...), pass project_initial=True, or raise "
+            "initial_tolerance."
+            for name in layout.names
+        ]
+        q = eqx.branched_error_if(q, jnp.max(viol) > tolerance, jnp.argmax(viol), msgs)
+    if mass:
+        L = prescription.effective_lagrangian(system, mu_, p_)
+        W, _ = euler_lagrange_terms(L, t_, q_, qd_, bias=False)
+        factor = UdwadiaKalaba(throw=False).factor(W, A).L
+        n = q.shape[0]
+        bad = ~jnp.all(jnp.isfinite(jnp.ravel(factor)[:: n + 1]))
+        q = checked(q, bad, "constrax.simulate: at the initial state, " + _MASS_MSG)
+    return q
+
+
+@compiled(times=("t0",), states=("q0", "qd0"), params=("p",))
+def consistent_initial_state(
+    system: System,
+    t0,
+    q0: Float[Array, " n"],
+    qd0: Float[Array, " n"],
+    p: Params = None,
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+    max_steps: int = 64,
+    velocity_iterations: int = 8,
+    tolerance: float | None = None,
+    throw: bool = True,
+) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
+    r"""Project an initial state onto the constraint manifold.
+
+    Positions: Gauss–Newton (`optimistix.GaussNewton`, minimum-norm steps) on the
+    holonomic residual $g(t_0, q) = 0$ starting from `q0`. Velocities: the $W$-orthogonal
+    projection of `qd0` onto $\{c(t_0, q, \dot q) = 0\}$,
+    $\dot q \leftarrow \dot q - W^{-1}A^\top(AW^{-1}A^\top)^+ c$ (exact in one step for
+    linear constraints; iterated `velocity_iterations` times for nonlinear ones), with the
+    rank-tolerant `UdwadiaKalaba` factorisation. `rtol`, `atol`: Gauss–Newton tolerances,
+    default $\max(10^{-12}, 10\epsilon)$ of the dtype.
+
+    The result is checked: if a row still has a residual above `tolerance` (absolute on
+    $g$; relative to $\max(1, |\dot q|_\infty)$ on $c$) — the rows contradict each other
+    (no state satisfies them all), or Gauss–Newton did not converge in `max_steps` — an
+    error names the worst row (`equinox.EquinoxRuntimeError` under `jit`).
+
+    **Arguments:**
+
+    - `system`, `t0`, `q0`, `qd0`, `p`: the system and the state to project.
+    - `rtol`, `atol`, `max_steps`: Gauss–Newton tolerances and step limit.
+    - `velocity_iterations`: projections of the velocity for nonlinear velocity constraints.
+    - `tolerance`: the largest residual accepted after projection (default `1e-8`, or
+      `1000 * eps` of the dtype where that is larger).
+    - `throw`: raise when the residual stays above `tolerance` (with `False`, check
+      `cx.constraint_residual` yourself).
+
+    **Returns:** `(q, qd)` satisfying the constraints.
+
+    **Example:**
+
+    ```python
+    qd_slip = jnp.array([1.0, 0.3, 2.0])       # violates the knife edge
+    q0, qd0 = cx.consistent_initial_state(system, 0.0, q, qd_slip, p)
+    ```
+    """
+    check_system(system)
+    q0, qd0 = check_state(q0, qd0)
+    t0 = as_time(t0, q0)
+    layout = row_layout(system, t0, q0, qd0, p)
+    rtol = projection_tolerance(q0.dtype) if rtol is None else rtol
+    atol = projection_tolerance(q0.dtype) if atol is None else atol
+    q = q0
+    converged = jnp.asarray(True)
+    if any(con.has_position_rows for con in system.constraints):
+        sol = optx.least_squares(
+            lambda y, _: position_residual(system, t0, y, p),
+            optx.GaussNewton(rtol=rtol, atol=atol),
+            q0,
+            max_steps=max_steps,
+            throw=False,
+            # g(q) = 0 fixes fewer than n coordinates: its solutions form a manifold and
+            # J^T J is singular. The pseudo-inverse differentiates the projection as its
+            # minimum-norm Gauss-Newton steps move q: dq/dp = -J^+ dg/dp.
+            adjoint=optx.ImplicitAdjoint(lx.AutoLinearSolver(well_posed=False)),
+        )
+        q = sol.value
+        converged = sol.result == optx.RESULTS.successful
+    L = lambda t, q, qd: system.lagrangian(t, q, qd, p)
+    solver = UdwadiaKalaba()
+    linear = all(con.linear_in_velocity for con in system.constraints)
+
+    def project(qd, _):
+        A, c, _ = constraint_terms(system, t0, q, qd, p, bias=False)
+        W, _ = euler_lagrange_terms(L, t0, q, qd, bias=False)
+        return qd - solver.project(solver.factor(W, A), c), None
+
+    qd, _ = jax.lax.scan(project, qd0, None, length=1 if linear else velocity_iterations)
+    if throw and sum(layout.counts) > 0:
+        q, qd = _check_projected(system, layout, t0, q, qd, p, converged, tolerance, max_steps)
+    return q, qd
+
+
+def _check_projected(system, layout, t0, q, qd, p, converged, tolerance, max_steps):
+    """Error naming the worst row if the projected state still violates a constraint."""
+    if tolerance is None:
+        tolerance = default_initial_tolerance(q.dtype)
+    names = layout.names
+    c = stacked_residual(system, p)(t0, q, qd)
+    viol = jax.lax.stop_gradient(_row_violation(system, layout, t0, q, qd, p, c))
+    why = (
+        "The constraints may contradict each other (no state satisfies every row: look for "
+        "duplicated or dependent rows with incompatible values, e.g. equal one-form rows with "
+        "different affine terms b)"
+    )
+    msgs = [
+        f"constrax.consistent_initial_state: the initial state could not be made consistent: "
+        f"constraint row {name} still has a residual above tolerance={tolerance:g} after "
+        f"projection. {why}.{extra}"
+        for extra in (
+            "",
+            f" Gauss-Newton on the holonomic rows also did not converge in max_steps="
+            f"{max_steps} steps: raise `max_steps` or start closer to the constraints.",
+        )
+        for name in names
+    ]
+    index = jnp.argmax(viol) + len(names) * (~converged).astype(jnp.int32)
+    bad = ~(jnp.max(viol) <= tolerance)  # NaN counts as a violation
+    q = eqx.branched_error_if(q, bad, index, msgs)
+    return q, qd

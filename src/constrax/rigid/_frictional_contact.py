@@ -1,0 +1,245 @@
+r"""`FrictionalContact`: a `Sphere` or `Disk` on a `Plane` with Coulomb friction, in one of
+two modes.
+
+Loparo & Vakalis 2002, §7.9: the reaction of an ideal constraint does no work and vanishes
+from the reduced dynamics, while friction in the common tangent plane stays as a force and
+decides when the motion changes type. The contact has two modes, each an exact system:
+
+* *rolling*: the three rows of `rolling_contact`,
+  $(n, t_1, t_2)\cdot(\dot r + \omega\times\Delta - v_s) = 0$, are constraints; their
+  multipliers are the normal reaction $N = \lambda_n$ and the tangential (friction)
+  reaction $\lambda_t = \lambda_{t_1}t_1 + \lambda_{t_2}t_2$, which must stay in the
+  static friction cone $|\lambda_t| \le \mu_s N$;
+* *sliding*: only the normal row (`plane_contact`) is a constraint; kinetic Coulomb
+  friction $F = -\mu_k N\,\hat s$ acts at the contact point, $\hat s$ the direction of the
+  slip velocity $s = (I - nn^\top)(\dot r + \omega\times\Delta - v_s)$, and enters the
+  equations as the generalized force $Q = (\partial v_c/\partial\dot q)^\top F$.
+
+`simulate_contacts` integrates a system with such contacts, switching each contact's mode
+where friction decides.
+"""
+
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+from .._constraints import AbstractConstraint
+from ._body import RigidBody
+from ._contacts import (
+    Disk,
+    Plane,
+    Sphere,
+    _check_body,
+    _check_shape,
+    _param,
+    contact_offset,
+    plane_contact,
+    relative_velocity,
+    rolling_contact,
+)
+from ._friction import body_force
+from ._so3 import safe_sqrt
+
+#: The modes of a `FrictionalContact`, in the order of their integer codes.
+MODES = ("rolling", "sliding")
+ROLLING, SLIDING = 0, 1
+
+
+def mode_code(mode, where: str) -> int:
+    """The integer code of a mode name (`"rolling"` or `"sliding"`); ValueError otherwise."""
+    if mode not in MODES:
+        raise ValueError(f"{where}: a mode must be 'rolling' or 'sliding', got {mode!r}")
+    return MODES.index(mode)
+
+
+def _coefficient(value, parameter: str, contact: str):
+    """A friction coefficient: a callable `p -> value` (checked when `simulate_contacts`
+    reads it) or a number/array, checked now if concrete (finite, non-negative scalar)."""
+    if callable(value):
+        return value
+    try:
+        arr = jnp.asarray(value)
+    except TypeError:
+        raise TypeError(
+            f"FrictionalContact {contact!r}: `{parameter}` must be a number, a scalar array or "
+            f"a callable p -> value, got {type(value).__name__}"
+        ) from None
+    if arr.shape != ():
+        raise ValueError(
+            f"FrictionalContact {contact!r}: `{parameter}` must be a scalar, got shape {arr.shape}"
+        )
+    if not jnp.issubdtype(arr.dtype, jnp.inexact):
+        arr = arr.astype(jnp.result_type(float))
+    if _is_concrete(arr):
+        v = float(np.asarray(arr))
+        if not np.isfinite(v) or v < 0:
+            raise ValueError(
+                f"FrictionalContact {contact!r}: `{parameter}` must be finite and >= 0, got {v}"
+            )
+    return arr
+
+
+def _is_concrete(x) -> bool:
+    return not isinstance(x, jax.core.Tracer)
+
+
+class FrictionalContact(eqx.Module):
+    r"""A `Sphere` or `Disk` body on a (possibly moving) `Plane` with Coulomb friction:
+    static coefficient $\mu_s$, kinetic coefficient $\mu_k \le \mu_s$.
+
+    In the *rolling* mode the contact is the constraint of `rolling_contact` (normal row
+    and two no-slip rows); in the *sliding* mode it is the normal row of `plane_contact`
+    and the kinetic friction force $F = -\mu_k N\hat s$ at the contact point, $N$ the
+    normal reaction (Loparo & Vakalis 2002, §7.9: friction is a force in the common
+    tangent plane, not a constraint). `simulate_contacts` switches between the modes.
+
+    **Arguments:**
+
+    - `body`, `shape`, `plane`: as for `rolling_contact` (`plane` defaults to the
+      horizontal plane through the origin).
+    - `static_friction` ($\mu_s$), `kinetic_friction` ($\mu_k$): finite, non-negative,
+      $\mu_s \ge \mu_k$; numbers, scalar arrays (differentiable leaves of the contact) or
+      callables `p -> value` (differentiable parameters). Concrete values are checked
+      here; callables when `simulate_contacts` reads them.
+    - `name`: the contact's name in errors and results (default: the body's name).
+
+    **Example:**
+
+    ```python
+    ball = cx.rigid.RigidBody(1.0, jnp.full(3, 0.004), name="ball")
+    contact = cx.rigid.FrictionalContact(
+        ball, cx.rigid.Sphere(0.1), static_friction=0.3, kinetic_friction=lambda p: p["mu"]
+    )
+    ```
+    """
+
+    body: RigidBody
+    shape: Sphere | Disk
+    plane: Plane
+    static_friction: Float[Array, ""] | Callable
+    kinetic_friction: Float[Array, ""] | Callable
+    name: str = eqx.field(static=True)
+
+    def __init__(
+        self,
+        body: RigidBody,
+        shape: Sphere | Disk,
+        plane: Plane | None = None,
+        *,
+        static_friction: Float[ArrayLike, ""] | Callable,
+        kinetic_friction: Float[ArrayLike, ""] | Callable,
+        name: str | None = None,
+    ):
+        _check_body(body)
+        _check_shape(shape)
+        if plane is not None and not isinstance(plane, Plane):
+            raise TypeError(f"`plane` must be a cx.rigid.Plane, got {type(plane).__name__}")
+        name = body.name if name is None else name
+        if not isinstance(name, str):
+            raise TypeError(f"FrictionalContact: `name` must be a string, got {name!r}")
+        self.body = body
+        self.shape = shape
+        self.plane = Plane() if plane is None else plane
+        self.name = name
+        self.static_friction = _coefficient(static_friction, "static_friction", name)
+        self.kinetic_friction = _coefficient(kinetic_friction, "kinetic_friction", name)
+        mu_s, mu_k = self.static_friction, self.kinetic_friction
+        if not callable(mu_s) and not callable(mu_k) and _is_concrete(mu_s) and _is_concrete(mu_k):
+            if float(mu_s) < float(mu_k):
+                raise ValueError(
+                    f"FrictionalContact {name!r}: `static_friction` mu_s = {float(mu_s)} must be "
+                    f">= `kinetic_friction` mu_k = {float(mu_k)}"
+                )
+
+    # -- parameters ------------------------------------------------------------------------
+
+    def coefficients(self, p) -> tuple[Float[Array, ""], Float[Array, ""]]:
+        r"""$(\mu_s, \mu_k)$ as scalar arrays, read from `p` where they are callables."""
+        out = []
+        for label, value in (
+            ("static_friction", self.static_friction),
+            ("kinetic_friction", self.kinetic_friction),
+        ):
+            v = jnp.asarray(_param(value, p))
+            if v.shape != ():
+                raise ValueError(
+                    f"FrictionalContact {self.name!r}: `{label}(p)` must return a scalar, "
+                    f"got shape {v.shape}"
+                )
+            out.append(v)
+        return out[0], out[1]
+
+    # -- the rows of each mode -------------------------------------------------------------
+
+    def constraints(self, mode: str) -> list[AbstractConstraint]:
+        r"""The constraint rows of `mode`: rolling, one `cx.Pfaffian` of three rows
+        (normal, $t_1$, $t_2$, named `"<name>.rolling"`); sliding, the one normal row
+        (`"<name>.normal"`). The normal row comes first in both."""
+        code = mode_code(mode, f"FrictionalContact {self.name!r}")
+        if code == ROLLING:
+            return rolling_contact(self.body, self.shape, self.plane, name=self.name)
+        return [plane_contact(self.body, self.shape, self.plane, name=f"{self.name}.normal")]
+
+    def num_rows(self, mode: str) -> int:
+        """Rows of `mode` (3 rolling, 1 sliding)."""
+        return 3 if mode_code(mode, f"FrictionalContact {self.name!r}") == ROLLING else 1
+
+    # -- kinematics at the contact point ---------------------------------------------------
+
+    def _contact_velocity(self, t, q, qd, p) -> tuple[Array, Array]:
+        delta = contact_offset(self.body, self.shape, self.plane, q, p)
+        v = relative_velocity(self.body, t, q, qd, delta, self.plane.velocity, p, "Plane.velocity")
+        return delta, v
+
+    def slip_velocity(self, t, q, qd, p) -> Float[Array, " 3"]:
+        r"""The slip velocity $s = (I - nn^\top)(\dot r + \omega\times\Delta - v_s)$ of the
+        material contact point relative to the plane (zero while rolling)."""
+        n = self.plane.normal.astype(q.dtype)
+        _, v = self._contact_velocity(t, q, qd, p)
+        return v - (v @ n) * n
+
+    def speed_scale(self, t, q, qd, p) -> Float[Array, ""]:
+        r"""$|\dot r| + |\omega\times\Delta| + |v_s|$: the scale of the slip velocity, for
+        relative tolerances."""
+        delta, v = self._contact_velocity(t, q, qd, p)
+        vr = self.body.velocity(q, qd)
+        vc = self.body.offset_velocity(q, qd, delta)
+        return _norm(vr) + _norm(vc - vr) + _norm(vc - v)
+
+    def slip_direction(self, t, q, qd, p, anchor) -> Float[Array, " 3"]:
+        r"""The direction $\hat s$ of kinetic friction's opposition while sliding, given the
+        unit `anchor` $a$ (the slip direction at the start of the sliding segment):
+        $\hat s = u/|u|$, $u = (|\sigma| + \eta)a + s_\perp$, $\sigma = s\cdot a$,
+        $s_\perp = s - \sigma a$.
+
+        Equal to $s/|s|$ wherever $\sigma > 0$ up to an angle $\eta/|s|$, with
+        $\eta = \sqrt\epsilon$ times `speed_scale` (which keeps the direction defined, as $a$,
+        where the slip starts from zero); exactly $a$ when the slip stays along $a$ — so the
+        sliding vector field continues smoothly past the zero of the slip, where the
+        switch to rolling is located."""
+        s = self.slip_velocity(t, q, qd, p)
+        a = anchor.astype(q.dtype)
+        sigma = s @ a
+        s_perp = s - sigma * a
+        eta = jnp.sqrt(jnp.finfo(q.dtype).eps) * self.speed_scale(t, q, qd, p)
+        eta = eta + jnp.finfo(q.dtype).tiny
+        u = (jnp.abs(sigma) + eta) * a + s_perp
+        return u / _norm(u)
+
+    def kinetic_friction_force(self, t, q, qd, p, anchor, normal_force=1.0) -> Float[Array, " n"]:
+        r"""The generalized force of kinetic friction $F = -\mu_k N\hat s$ at the contact
+        point, $Q = (\partial v_c/\partial\dot q)^\top F$ (per unit normal force by
+        default: `simulate_contacts` scales it by the normal reaction)."""
+        _, mu_k = self.coefficients(p)
+        delta = contact_offset(self.body, self.shape, self.plane, q, p)
+        s_hat = self.slip_direction(t, q, qd, p, anchor)
+        F = -(mu_k * normal_force) * s_hat
+        return body_force(self.body, q, force=F.astype(q.dtype), offset=delta)
+
+
+def _norm(v) -> Array:
+    return safe_sqrt(v @ v)

@@ -1,0 +1,427 @@
+"""Contacts that roll or slide as Coulomb friction decides (`cx.rigid.FrictionalContact`,
+`cx.rigid.simulate_contacts`).
+
+References, none derived from the code under test: the closed-form motion of a homogeneous
+ball on a horizontal plane (Coriolis 1835, *Théorie mathématique des effets du jeu de
+billard*; Routh 1905, *The Elementary Part of a Treatise on the Dynamics of a System of Rigid
+Bodies*: a ball launched without spin skids with constant deceleration mu_k g while its spin
+grows, and rolls from t* = 2 v0 / (7 mu_k g) on at 5 v0 / 7, having lost m v0^2 / 7), the
+friction a rolling ball needs under a force at its centre (f = 2F/7, from Newton-Euler),
+and central finite differences.
+"""
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import constrax as cx
+import constrax.rigid as rg
+
+G = 9.81
+TIGHT = diffrax.PIDController(rtol=1e-11, atol=1e-11, dtmax=0.1)
+RUNTIME = (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError)
+
+# One ball, pushed at its centre by F = (k t, 0, kz t): k = kz = 0 for a free ball. Built once
+# at module level, so that every test below reuses one compiled program.
+BALL = rg.RigidBody(1.0, jnp.full(3, 0.004), name="ball")
+
+
+TRACES = []
+
+
+def _ball_lagrangian(body, p, m, a):
+    def L(t, q, qd, p):
+        TRACES.append(1)
+        b = body.with_parameters(p[m], 0.4 * p[m] * p[a] ** 2 * jnp.ones(3))
+        return b.kinetic_energy(q, qd) - p[m] * G * b.position(q)[2]
+
+    return L
+
+
+def _push(t, q, qd, p):
+    return rg.body_force(BALL, q, force=jnp.stack([p["k"] * t, jnp.zeros_like(t), p["kz"] * t]))
+
+
+SYSTEM = cx.System(_ball_lagrangian(BALL, None, "m", "a"), [BALL.orientation_constraint()], _push)
+CONTACT = rg.FrictionalContact(
+    BALL,
+    rg.Sphere(lambda p: p["a"]),
+    static_friction=lambda p: p["mu_s"],
+    kinetic_friction=lambda p: p["mu_k"],
+)
+
+
+def _params(**kw):
+    p = dict(m=2.0, a=0.1, mu_s=0.4, mu_k=0.2, k=0.0, kz=0.0)
+    p.update(kw)
+    return {k: jnp.asarray(v, jnp.float64) for k, v in p.items()}
+
+
+def _state(p, v0, spin=0.0):
+    q0, qd0 = BALL.state(
+        jnp.array([0.0, 0.0, float(p["a"])]),
+        jnp.eye(3),
+        jnp.array([v0, 0.0, 0.0]),
+        jnp.array([0.0, spin, 0.0]),
+    )
+    return q0, qd0
+
+
+def _run(p, q0, qd0, mode, t1=1.0, t0=0.0, **kw):
+    return rg.simulate_contacts(
+        SYSTEM,
+        [CONTACT],
+        q0,
+        qd0,
+        p,
+        modes=[mode],
+        t0=t0,
+        t1=t1,
+        ts=jnp.linspace(t0, t1, 21),
+        stepsize_controller=TIGHT,
+        max_switches=1,
+        **kw,
+    )
+
+
+# ----------------------------------------------------------------------------------------
+# The skidding ball.
+
+
+@pytest.fixture(scope="module")
+def skid():
+    p = _params()
+    v0 = 3.0
+    q0, qd0 = _state(p, v0)
+    return p, v0, _run(p, q0, qd0, "sliding")
+
+
+def test_skidding_ball_rolls_from_closed_form_time(skid):
+    p, v0, out = skid
+    mu, m, a = float(p["mu_k"]), float(p["m"]), float(p["a"])
+    t_star = 2 * v0 / (7 * mu * G)
+    assert int(out.status) == 0
+    assert int(out.num_switches) == 1
+    assert int(out.switch_contacts[0]) == 0
+    assert out.switch_modes[0].tolist() == [0]  # rolling after the switch
+    assert abs(float(out.switch_times[0]) - t_star) <= 1e-8 * t_star
+    # Final state: v = 5 v0 / 7, rolling (omega_y = v / a), still on the plane.
+    v_end = np.asarray(out.qd_final[:3])
+    np.testing.assert_allclose(v_end, [5 * v0 / 7, 0.0, 0.0], rtol=0, atol=1e-8 * v0)
+    omega = BALL.angular_velocity(out.q_final, out.qd_final)
+    np.testing.assert_allclose(np.asarray(omega), [0.0, 5 * v0 / (7 * a), 0.0], atol=1e-7)
+    # Position at t1 = 1: x = v0 t*/7 + 5 v0 t1/7 (skidding, then rolling).
+    assert abs(float(out.q_final[0]) - (v0 * t_star / 7 + 5 * v0 / 7)) <= 1e-8
+    # Energy lost to friction: m v0^2 / 7, all of it during the skid.
+    E = np.asarray(out.energy())
+    assert abs((E[0] - E[-1]) - m * v0**2 / 7) <= 1e-8 * m * v0**2
+    # Modes at the save times: sliding before t*, rolling after.
+    expected = np.where(np.asarray(out.ts) < t_star, 1, 0)
+    assert np.asarray(out.modes[:, 0]).tolist() == expected.tolist()
+    # The slip speed v - a omega = v0 - 7 mu g t / 2 while skidding, zero while rolling.
+    slip = np.asarray(out.slip_speed()[:, 0])
+    ts = np.asarray(out.ts)
+    np.testing.assert_allclose(slip, np.maximum(v0 - 3.5 * mu * G * ts, 0.0), atol=1e-8)
+
+
+def test_skidding_ball_reuses_its_program(skid):
+    """A new launch speed and friction reuse the compiled program (identity-keyed contacts)."""
+    p = _params(mu_k=0.3)
+    q0, qd0 = _state(p, 2.0)
+    before = len(TRACES)
+    out = _run(p, q0, qd0, "sliding")
+    assert len(TRACES) == before  # the Lagrangian was not traced again
+    assert abs(float(out.switch_times[0]) - 2 * 2.0 / (7 * 0.3 * G)) <= 1e-8
+
+
+# ----------------------------------------------------------------------------------------
+# The pushed ball: rolling until the friction it needs reaches mu_s N.
+
+
+def test_pushed_ball_slides_when_friction_reaches_static_limit():
+    # Rolling under F = k t at the centre: m a_x = F - f, I a_x / a^2 = f, I = 2 m a^2 / 5,
+    # so f = 2F/7 and the ball slides from 2 k t / 7 = mu_s m g on.
+    p = _params(k=20.0, mu_s=0.3, mu_k=0.2)
+    m, k, mu_s, mu_k = (float(p[x]) for x in ("m", "k", "mu_s", "mu_k"))
+    v0 = 0.5
+    q0, qd0 = _state(p, v0, spin=v0 / float(p["a"]))
+    t1 = 2.0
+    out = _run(p, q0, qd0, "rolling", t1=t1)
+    t_s = 7 * mu_s * m * G / (2 * k)
+    assert int(out.status) == 0 and int(out.num_switches) == 1
+    assert out.switch_modes[0].tolist() == [1]  # sliding after the switch
+    assert abs(float(out.switch_times[0]) - t_s) <= 1e-8 * t_s
+    # Rolling: a_x = 5 F / (7 m); then sliding: m a_x = k t - mu_k m g.
+    v_s = v0 + 5 * k * t_s**2 / (14 * m)
+    v1 = v_s + k * (t1**2 - t_s**2) / (2 * m) - mu_k * G * (t1 - t_s)
+    assert abs(float(out.qd_final[0]) - v1) <= 1e-8 * v1
+    # The slip grows from zero after the switch: forward, as the push outruns the spin.
+    slip = np.asarray(out.slip_speed()[:, 0])
+    assert np.all(slip[np.asarray(out.ts) < t_s] < 1e-9)
+    assert slip[-1] > 0.1
+
+
+def test_skid_then_roll_then_slide_exceeds_budget():
+    """Skid -> roll -> slide is two switches; a budget of one refuses the second, naming the
+    contact (a Zeno sequence is caught the same way)."""
+    p = _params(k=20.0)
+    q0, qd0 = _state(p, 1.0)
+    with pytest.raises(RuntimeError, match=r"max_switches=1 .*'ball'"):
+        _run(p, q0, qd0, "sliding", t1=2.0)
+    out = _run(p, q0, qd0, "sliding", t1=2.0, throw=False)
+    assert int(out.status) == 2
+    # Skidding under the push, the slip v0 + k t^2 / (2m) - 7 mu_k g t / 2 vanishes at the
+    # smaller root; rolling then holds until 2 k t / 7 = mu_s m g.
+    b, c = 3.5 * 0.2 * G, 20.0 / (2 * 2.0)
+    t_roll = (b - np.sqrt(b * b - 4 * c * 1.0)) / (2 * c)
+    assert float(out.switch_times[0]) == pytest.approx(t_roll, rel=1e-8)
+    assert float(out.failed_time) == pytest.approx(7 * 0.4 * 2.0 * G / (2 * 20.0), rel=1e-8)
+
+
+# ----------------------------------------------------------------------------------------
+# Two balls in one system: their contacts switch independently.
+
+BALL1 = rg.RigidBody(1.0, jnp.full(3, 0.004), name="left")
+BALL2 = rg.RigidBody(1.0, jnp.full(3, 0.004), offset=BALL1.size, name="right")
+
+
+def _two_lagrangian(t, q, qd, p):
+    return _ball_lagrangian(BALL1, p, "m", "a")(t, q, qd, p) + _ball_lagrangian(BALL2, p, "m", "a")(
+        t, q, qd, p
+    )
+
+
+TWO = cx.System(_two_lagrangian, [BALL1.orientation_constraint(), BALL2.orientation_constraint()])
+TWO_CONTACTS = [
+    rg.FrictionalContact(
+        b, rg.Sphere(lambda p: p["a"]), static_friction=0.5, kinetic_friction=lambda p, i=i: p[i]
+    )
+    for b, i in ((BALL1, "mu1"), (BALL2, "mu2"))
+]
+
+
+@pytest.mark.slow
+def test_two_balls_switch_at_their_own_times():
+    p = {k: jnp.asarray(v) for k, v in dict(m=1.0, a=0.1, mu1=0.2, mu2=0.35).items()}
+    v1, v2 = 3.0, 1.0
+    s1 = BALL1.state(jnp.array([0, 0, 0.1]), jnp.eye(3), jnp.array([v1, 0, 0]), jnp.zeros(3))
+    # The right ball skids backwards-spinning along y.
+    s2 = BALL2.state(jnp.array([1, 0, 0.1]), jnp.eye(3), jnp.array([0, v2, 0]), jnp.zeros(3))
+    q0, qd0 = jnp.concatenate([s1[0], s2[0]]), jnp.concatenate([s1[1], s2[1]])
+    out = rg.simulate_contacts(
+        TWO,
+        TWO_CONTACTS,
+        q0,
+        qd0,
+        p,
+        modes=["sliding", "sliding"],
+        t1=1.0,
+        ts=jnp.linspace(0.0, 1.0, 11),
+        stepsize_controller=TIGHT,
+        max_switches=2,
+    )
+    t1_star, t2_star = 2 * v1 / (7 * 0.2 * G), 2 * v2 / (7 * 0.35 * G)
+    assert t2_star < t1_star
+    assert int(out.num_switches) == 2
+    assert out.switch_contacts.tolist() == [1, 0]
+    np.testing.assert_allclose(np.asarray(out.switch_times), [t2_star, t1_star], rtol=1e-8)
+    assert out.switch_modes.tolist() == [[1, 0], [0, 0]]
+    np.testing.assert_allclose(np.asarray(out.qd_final[:3]), [5 * v1 / 7, 0, 0], atol=1e-8)
+    np.testing.assert_allclose(np.asarray(out.qd_final[7:10]), [0, 5 * v2 / 7, 0], atol=1e-8)
+    assert out.contact_names == ("left", "right")
+
+
+# ----------------------------------------------------------------------------------------
+# Gradients through the switching time.
+
+
+@pytest.mark.slow
+def test_gradients_through_switch_match_closed_forms_and_differences(skid):
+    p0, v0, _ = skid
+
+    def outputs(p, v0):
+        q0, qd0 = _state(p0, 0.0)
+        qd0 = qd0.at[0].set(v0)
+        out = _run(p, q0, qd0, "sliding")
+        E = out.energy()
+        return jnp.stack([out.switch_times[0], out.q_final[0], E[0] - E[-1]])
+
+    J_p, J_v = jax.jacrev(outputs, argnums=(0, 1))(p0, jnp.asarray(v0))
+    mu, m, t1 = float(p0["mu_k"]), float(p0["m"]), 1.0
+    # t* = 2 v0 / (7 mu g); x(t1) = 2 v0^2 / (49 mu g) + 5 v0 t1 / 7; E_lost = m v0^2 / 7.
+    np.testing.assert_allclose(float(J_p["mu_k"][0]), -2 * v0 / (7 * mu**2 * G), rtol=1e-8)
+    np.testing.assert_allclose(float(J_p["mu_k"][1]), -2 * v0**2 / (49 * mu**2 * G), rtol=1e-7)
+    assert abs(float(J_p["mu_k"][2])) < 1e-7
+    np.testing.assert_allclose(float(J_p["m"][2]), v0**2 / 7, rtol=1e-7)
+    assert abs(float(J_p["mu_s"][0])) < 1e-12  # the static coefficient plays no part
+    np.testing.assert_allclose(float(J_v[0]), 2 / (7 * mu * G), rtol=1e-7)
+    np.testing.assert_allclose(float(J_v[1]), 4 * v0 / (49 * mu * G) + 5 * t1 / 7, rtol=1e-7)
+    np.testing.assert_allclose(float(J_v[2]), 2 * m * v0 / 7, rtol=1e-7)
+    # Central differences of the forward run.
+    h = 1e-5
+    up = outputs({**p0, "mu_k": p0["mu_k"] + h}, jnp.asarray(v0))
+    down = outputs({**p0, "mu_k": p0["mu_k"] - h}, jnp.asarray(v0))
+    np.testing.assert_allclose(np.asarray(J_p["mu_k"]), (up - down) / (2 * h), atol=1e-6)
+
+
+@pytest.mark.slow
+def test_pushed_switch_time_gradient_under_jit():
+    """t_s = 7 mu_s m g / (2 k): its derivatives in mu_s and k, by jax.grad under jit."""
+    p0 = _params(k=20.0, mu_s=0.3, mu_k=0.2)
+    q0, qd0 = _state(p0, 0.5, spin=5.0)
+
+    @jax.jit
+    def t_switch(p):
+        return _run(p, q0, qd0, "rolling", t1=2.0).switch_times[0]
+
+    g = jax.grad(t_switch)(p0)
+    m, k, mu_s = 2.0, 20.0, 0.3
+    np.testing.assert_allclose(float(g["mu_s"]), 7 * m * G / (2 * k), rtol=1e-7)
+    np.testing.assert_allclose(float(g["k"]), -7 * mu_s * m * G / (2 * k**2), rtol=1e-7)
+    assert abs(float(g["mu_k"])) < 1e-10
+
+
+@pytest.mark.slow
+def test_switch_times_under_vmap():
+    p = _params()
+    q0, qd0 = _state(p, 3.0)
+    mus = jnp.array([0.15, 0.2, 0.3])
+    t = jax.vmap(lambda mu: _run({**p, "mu_k": mu}, q0, qd0, "sliding").switch_times[0])(mus)
+    np.testing.assert_allclose(np.asarray(t), 2 * 3.0 / (7 * np.asarray(mus) * G), rtol=1e-8)
+
+
+@pytest.mark.slow
+def test_skidding_disk_rolls_from_closed_form_time():
+    """An upright solid disk (I = m a^2 / 2 about its axis) launched without spin: the slip
+    falls at 3 mu_k g, so it rolls from t* = v0 / (3 mu_k g) on at 2 v0 / 3, having lost
+    m v0^2 / 6 (the `Disk` contact: its lowest point moves with the orientation)."""
+    m, a, mu, v0 = 1.5, 0.2, 0.25, 2.0
+    disk = rg.RigidBody(m, m * a**2 * jnp.array([0.25, 0.25, 0.5]), name="disk")
+    system = cx.System(
+        lambda t, q, qd, p: disk.kinetic_energy(q, qd) - m * G * q[2],
+        [disk.orientation_constraint()],
+    )
+    contact = rg.FrictionalContact(disk, rg.Disk(a), static_friction=0.4, kinetic_friction=mu)
+    upright = jnp.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, -1.0, 0.0]])  # axis along y
+    q0, qd0 = disk.state(jnp.array([0, 0, a]), upright, jnp.array([v0, 0, 0]), jnp.zeros(3))
+    out = rg.simulate_contacts(
+        system,
+        [contact],
+        q0,
+        qd0,
+        modes=["sliding"],
+        t1=1.0,
+        ts=jnp.linspace(0.0, 1.0, 5),
+        stepsize_controller=TIGHT,
+    )
+    t_star = v0 / (3 * mu * G)
+    assert int(out.num_switches) == 1
+    assert abs(float(out.switch_times[0]) - t_star) <= 1e-8 * t_star
+    np.testing.assert_allclose(np.asarray(out.qd_final[:3]), [2 * v0 / 3, 0, 0], atol=1e-8)
+    E = np.asarray(out.energy())
+    assert abs((E[0] - E[-1]) - m * v0**2 / 6) <= 1e-8 * m * v0**2
+
+
+# ----------------------------------------------------------------------------------------
+# Lift-off and bad input.
+
+
+def test_lift_off_is_an_error_naming_contact_and_time():
+    # An upward push kz t: N = m g - kz t reaches zero at t = m g / kz.
+    p = _params(kz=40.0)
+    q0, qd0 = _state(p, 1.0)
+    t_lift = float(p["m"]) * G / 40.0
+    with pytest.raises(ValueError, match=r"contact 'ball' reached zero at t = 0\.49"):
+        _run(p, q0, qd0, "sliding")
+    out = _run(p, q0, qd0, "sliding", throw=False)
+    assert int(out.status) == 1 and int(out.failed_contact) == 0
+    assert abs(float(out.failed_time) - t_lift) <= 1e-8
+    assert np.all(np.isinf(np.asarray(out.q)[np.asarray(out.ts) > t_lift + 1e-9]))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(static_friction=-0.1, kinetic_friction=0.0), r"'ball'.*`static_friction`.*>= 0"),
+        (dict(static_friction=0.3, kinetic_friction=-1.0), r"'ball'.*`kinetic_friction`.*>= 0"),
+        (dict(static_friction=0.3, kinetic_friction=np.nan), r"`kinetic_friction`.*finite"),
+        (dict(static_friction=np.inf, kinetic_friction=0.1), r"`static_friction`.*finite"),
+        (
+            dict(static_friction=0.1, kinetic_friction=0.2),
+            r"'ball'.*mu_s = 0.1 must be >= `kinetic_friction` mu_k = 0.2",
+        ),
+        (dict(static_friction=[0.1, 0.2], kinetic_friction=0.1), r"must be a scalar"),
+    ],
+)
+def test_bad_coefficients_name_contact_and_parameter(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        rg.FrictionalContact(BALL, rg.Sphere(0.1), **kwargs)
+
+
+@pytest.mark.parametrize(
+    "override, match",
+    [
+        (dict(mu_k=np.nan), r"contact 'ball' needs a finite `kinetic_friction`.*nan"),
+        (dict(mu_s=-0.5), r"contact 'ball' needs a finite `static_friction` mu_s >= 0"),
+        (dict(mu_s=0.1, mu_k=0.2), r"'ball' needs `static_friction` mu_s >= `kinetic_friction`"),
+    ],
+)
+def test_bad_coefficients_from_parameters(override, match):
+    p = _params(**override)
+    q0, qd0 = _state(p, 3.0)
+    with pytest.raises(ValueError, match=match):
+        _run(p, q0, qd0, "sliding")
+
+
+def test_inconsistent_initial_modes_are_refused():
+    p = _params()
+    q0, qd0 = _state(p, 3.0)  # skidding
+    with pytest.raises(ValueError, match=r"'ball' is declared 'rolling' but its contact point"):
+        _run(p, q0, qd0, "rolling")
+    q0, qd0 = _state(p, 3.0, spin=30.0)  # rolling
+    with pytest.raises(ValueError, match=r"'ball' is declared 'sliding' but its slip velocity"):
+        _run(p, q0, qd0, "sliding")
+    # Rolling from t0 = 3 s under F = k t needs 2 k t0 / 7 > mu_s m g: outside the cone.
+    p = _params(k=10.0)
+    with pytest.raises(ValueError, match=r"'ball' is declared 'rolling' but rolling needs"):
+        _run(p, q0, qd0, "rolling", t0=3.0, t1=4.0)
+
+
+def test_contact_without_normal_row_and_bad_modes_are_refused():
+    with pytest.raises(TypeError, match=r"contacts\[0\]` must be a cx.rigid.FrictionalContact"):
+        rg.simulate_contacts(
+            SYSTEM,
+            [rg.no_slip(BALL, rg.Sphere(0.1))],
+            jnp.zeros(7),
+            jnp.zeros(7),
+            t1=1.0,
+            modes=["rolling"],
+        )
+    p = _params()
+    q0, qd0 = _state(p, 3.0)
+    with pytest.raises(ValueError, match=r"a mode must be 'rolling' or 'sliding', got 'slipping'"):
+        _run(p, q0, qd0, "slipping")
+    with pytest.raises(ValueError, match=r"one mode per contact"):
+        rg.simulate_contacts(SYSTEM, [CONTACT], q0, qd0, p, modes=[], t1=1.0)
+    with pytest.raises(ValueError, match=r"`max_switches` must be a non-negative int"):
+        rg.simulate_contacts(
+            SYSTEM, [CONTACT], q0, qd0, p, modes=["sliding"], t1=1.0, max_switches=-1
+        )
+    with pytest.raises(ValueError, match=r"beta=10.0"):
+        rg.simulate_contacts(
+            SYSTEM, [CONTACT], q0, qd0, p, modes=["sliding"], t1=1.0, stabilisation=cx.Projection()
+        )
+
+
+@pytest.mark.slow
+def test_errors_under_jit_name_the_contact():
+    p = _params(k=20.0)
+    q0, qd0 = _state(p, 1.0)
+    run = jax.jit(lambda p: _run(p, q0, qd0, "sliding", t1=2.0).q_final)
+    with pytest.raises(RUNTIME, match=r"max_switches=1 mode switches, the last at contact 'ball'"):
+        jax.block_until_ready(run(p))
+    with pytest.raises(RUNTIME, match=r"normal reaction of contact 'ball' reached zero"):
+        jax.block_until_ready(run(_params(kz=40.0)))
