@@ -81,6 +81,7 @@ from ._stabilisation import (
     AbstractStabilisation as AbstractStabilisation,
     Baumgarte as Baumgarte,
     Projection as Projection,
+    StepProjection as StepProjection,
 )
 from ._step_size import StepSizeWarning as StepSizeWarning
 from ._system import System as System

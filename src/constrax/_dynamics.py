@@ -167,6 +167,38 @@ def _step(
     )
 
 
+def project_state(
+    system: System,
+    prescription: AbstractPrescription,
+    solver: AbstractConstraintSolver,
+    t,
+    q,
+    qd,
+    mu,
+    p,
+    mask: np.ndarray,
+    positions: bool,
+) -> tuple[Array, Array]:
+    r"""$(q_P, \dot q_P)$: the velocity projected onto the velocity constraints,
+    $\dot q_P = \dot q - W^{-1}A^\top(AW^{-1}A^\top)^+ c$, and with `positions` first the
+    coordinates by one Gauss–Newton step on the holonomic rows,
+    $q_P = q - W^{-1}G^\top(GW^{-1}G^\top)^+ g$ (then the velocity at $q_P$: a second
+    factorisation of $(W, A)$) (`StepProjection`)."""
+    L = prescription.effective_lagrangian(system, mu, p)
+
+    def factor(q):
+        A, c, _ = constraint_terms(system, t, q, qd, p, bias=False)
+        W, _ = euler_lagrange_terms(L, t, q, qd, bias=False)
+        return solver.factor(W, A), c
+
+    state, c = factor(q)
+    if positions and mask.any():
+        # The coordinates first, then the velocity at the projected coordinates.
+        q = q - solver.project(state, scatter_holonomic(mask, position_residual(system, t, q, p)))
+        state, c = factor(q)
+    return q, qd - solver.project(state, c)
+
+
 def inconsistent(A, qdd, b, rtol) -> tuple[Array, Array]:
     r"""$(r, \text{flag})$: the acceleration-level residual $r = A\ddot q - b$ and whether
     $|r|_\infty > \text{rtol}\,(|b|_\infty + |A|_\infty|\ddot q|_\infty + \text{tiny})$.

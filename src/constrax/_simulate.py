@@ -27,7 +27,7 @@ from ._checks import (
 )
 from ._compilation import compiled
 from ._custom_types import Params
-from ._dynamics import _step, check_mu, inconsistent
+from ._dynamics import _step, check_mu, inconsistent, project_state
 from ._guards import attach_check, checked
 from ._initial_state import check_initial_state, consistent_initial_state
 from ._layout import row_layout
@@ -131,6 +131,23 @@ class _VectorField(eqx.Module):
         if self.prescription.multiplier_state:
             return (step.q_dot, qdd, step.lam)
         return (step.q_dot, qdd)
+
+    def project(self, t, y, p, positions: bool):
+        """The state `y` projected onto the constraints (`StepProjection`)."""
+        mu = y[2] if self.prescription.multiplier_state else None
+        q, qd = project_state(
+            self.system,
+            self.prescription,
+            self.solver,
+            t,
+            y[0],
+            y[1],
+            mu,
+            p,
+            np.asarray(self.mask, dtype=bool),
+            positions,
+        )
+        return (q, qd, *y[2:])
 
 
 @eqx.filter_jit
@@ -352,7 +369,8 @@ def simulate(
     vf = _VectorField(
         system, prescription, constraint_solver, stabilisation, mask, consistency_rtol
     )
-    if stabilisation is not None:
+    # Not under the continuous adjoint: its adjoint ODE has no step to act between.
+    if stabilisation is not None and m > 0 and not isinstance(adjoint, diffrax.BacksolveAdjoint):
         solver = stabilisation.wrap_solver(solver, vf)
 
     #

@@ -1,11 +1,14 @@
 r"""Drift control for the index-reduced equations (docs/concepts/stabilisation.md).
 
 Differentiating the constraints to acceleration level makes $g = 0$ and $c = 0$ invariant
-but not attractive: integration error accumulates. Two remedies:
+but not attractive: integration error accumulates. Three remedies:
 
 * `Baumgarte(alpha, beta)`: $A\ddot q = -c_\text{bias} - (2\alpha c + \beta^2 g)$ on
   holonomic rows and $-\alpha c$ on velocity rows, so $\ddot g + 2\alpha\dot g + \beta^2 g = 0$
   and $\dot c = -\alpha c$.
+* `StepProjection()` (the default of `cx.simulate`): the state projected onto the
+  constraints after every solver step, the field evaluated at the projected velocity
+  without a decay term (Hairer, Lubich & Wanner 2006, §IV.4).
 * `Projection(alpha, beta)`: the vector field is evaluated at the $W$-orthogonal
   projection $\dot q_P$ of the velocity onto the constraint set, with
   $A\ddot q = -c_\text{bias}(q, \dot q_P) - \alpha c(q, \dot q)$ and
@@ -208,13 +211,83 @@ class Projection(AbstractStabilisation):
         return solver
 
 
-VELOCITY_PROJECTION = Projection(alpha=10.0, beta=0.0)
+class StepProjection(AbstractStabilisation):
+    r"""Project the state onto the constraints after every solver step; evaluate the
+    dynamics at the projected velocity (the default of `cx.simulate`).
+
+    The projection method (Hairer, Lubich & Wanner, *Geometric Numerical Integration*,
+    2006, §IV.4; Ascher, Chin & Reich, "Stabilization of DAEs and invariant manifolds",
+    1994): the solver integrates the index-reduced equations and, after each step, the
+    velocity is replaced by its $W$-orthogonal projection onto the velocity constraints,
+
+    $$\dot q_P = \dot q - W^{-1}A^\top(AW^{-1}A^\top)^+ c(t, q, \dot q),$$
+
+    and, with `positions=True`, the coordinates by one Gauss–Newton step on the holonomic
+    rows, $q_P = q - W^{-1}G^\top(GW^{-1}G^\top)^+ g(t, q)$. Inside a step the vector field
+    is evaluated at $\dot q_P$ as under `Projection`, but with no decay term: the field is
+    unchanged on the constraints, so the error estimate — and the steps an adaptive
+    controller takes — are those of the unstabilised equations, while the
+    acceleration-level rows stay consistent at every stage (which keeps gradients right
+    through singular configurations, docs/concepts/gradients.md).
+
+    Cost: with a first-same-as-last solver (`diffrax.Tsit5`, the default, `Dopri5`,
+    `Dopri8`, `Bosh3`) the projected velocity at the end of a step *is* the first stage of
+    the next one, so the velocity projection adds no evaluation; with other solvers, or
+    with `positions=True`, one factorisation of $(W, A)$ per step. The pseudo-inverse of
+    the rank-robust solvers keeps the projection defined where $A$ loses rank, and as a
+    step, not a term of the ODE, it adds no stiffness there (docs/concepts/stabilisation.md).
+    Under `diffrax.BacksolveAdjoint` (the continuous adjoint, whose adjoint ODE has no
+    projection step) only the evaluation at the projected velocity remains.
+
+    **Arguments:**
+
+    - `positions`: also project the coordinates onto the holonomic rows after every step
+      (default `False`: the velocity projection alone holds the position drift of the
+      holonomic rows at the integrator's tolerance over long runs). For independent
+      holonomic rows only: with redundant ones (loop closures imported from MJCF) the
+      Gauss–Newton step divides by the singular value that vanishes on the manifold, and
+      an adaptive run stalls (docs/concepts/stabilisation.md).
+    """
+
+    positions: bool = eqx.field(static=True, default=False)
+
+    @property
+    def alpha(self) -> float:
+        return 0.0
+
+    @property
+    def beta(self) -> float:
+        return 0.0
+
+    bias_at_state_velocity: ClassVar[bool] = False
+
+    def fastest_rate(self):
+        """`0.0`: the projection is a step, not a decay the solver must resolve."""
+        return 0.0
+
+    def terms(self, step):
+        r"""The dynamics at the projected velocity
+        $\dot q_P = \dot q - W^{-1}A^\top(AW^{-1}A^\top)^+ c$, with
+        $b = -c_\text{bias}(q, \dot q_P)$ and $\dot q_\text{pos} = \dot q_P$: no decay term."""
+        with jax.named_scope("projection"):
+            qd_p = step.qd - step.project(step.c)
+            c_bias, f0 = step.bias_at(qd_p)
+        return StabilisedTerms(velocity=qd_p, q_dot=qd_p, b=-c_bias, f0=f0)
+
+    def wrap_solver(self, solver, vector_field):
+        """`solver`, its state projected after every step (`ProjectedSolver`)."""
+        from ._step_projection import ProjectedSolver
+
+        return ProjectedSolver(solver, vector_field, self.positions)
+
+
+VELOCITY_PROJECTION = StepProjection()
 """The default stabilisation of `cx.simulate`, `rollout_batch` and `cx.fit`:
-`Projection(alpha=10.0, beta=0.0)`, the velocity projection without the position
-correction. The position correction $\beta W^{-1}A^\top(AW^{-1}A^\top)^+ g$ divides by
-the smallest singular value of $A$ off the constraint manifold, which makes redundant
-holonomic rows (loop closures) stiff (docs/concepts/stabilisation.md counts the steps on
-an MJCF loop)."""
+`StepProjection()`, the velocity projected onto the constraints after every step and
+inside the vector field. The position correction is off by default: as a term of the
+vector field (`Projection(alpha, beta)` with `beta > 0`) it divides by the smallest
+singular value of $A$ off the constraint manifold, which makes redundant holonomic rows
+(loop closures) stiff (docs/concepts/stabilisation.md counts the steps on an MJCF loop)."""
 
 
 def stabilisation_dtmax(

@@ -66,7 +66,7 @@ class IdentificationProblem(AbstractProblem):
     - `t0`: initial time (`<=` the first observation time).
     - `solver`, `dt0`, `stepsize_controller`, `adjoint`, `max_steps`, `prescription`,
       `constraint_solver`, `stabilisation`: passed to `cx.simulate` (defaults `Tsit5`,
-      `PIDController(rtol=1e-10, atol=1e-10)`, `AutoSolver`, `cx.Projection(10.0, 0.0)`
+      `PIDController(rtol=1e-10, atol=1e-10)`, `AutoSolver`, `cx.StepProjection()`
       as in `cx.simulate`; the default adjoint is
       `RecursiveCheckpointAdjoint`, with one checkpoint per step under `ConstantStepSize`:
       see `cx.fit.default_adjoint`). `diffrax.BacksolveAdjoint()` (the continuous

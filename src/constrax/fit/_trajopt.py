@@ -47,7 +47,7 @@ class TrajectoryProblem(AbstractProblem):
     - `terminal_weight` $w_T$ (scalar or `(n,)` per coordinate), `effort_weight` $w_u$.
     - `solver`, `dt0`, `stepsize_controller`, `adjoint`, `max_steps`, `prescription`,
       `stabilisation`, `constraint_solver`: passed to `cx.simulate` (defaults as there,
-      `cx.Projection(10.0, 0.0)` stabilisation included; default adjoint
+      `cx.StepProjection()` stabilisation included; default adjoint
       `RecursiveCheckpointAdjoint`, one checkpoint per step under `ConstantStepSize`:
       `cx.fit.default_adjoint`; e.g. `diffrax.BacksolveAdjoint()` or
       `diffrax.ForwardMode()` also work).

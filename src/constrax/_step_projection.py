@@ -1,0 +1,139 @@
+r"""The solver side of `StepProjection`: a diffrax solver that projects the state returned
+by each step of the solver it wraps (docs/concepts/stabilisation.md).
+
+The projection method (Hairer, Lubich & Wanner, *Geometric Numerical Integration*, 2006,
+§IV.4): the wrapped solver integrates the index-reduced equations unchanged — its stages,
+its error estimate and hence the steps an adaptive controller takes are its own — and the
+state at the end of each step, $(q_1, \dot q_1)$, is replaced by $(q_1, \dot q_P)$ with
+$\dot q_P = \dot q_1 - W^{-1}A^\top(AW^{-1}A^\top)^+ c(t_1, q_1, \dot q_1)$ (and, with
+`positions=True`, $q_1$ by one Gauss–Newton step on the holonomic rows).
+
+Under `StepProjection` the vector field returns $\dot q_P$ as the derivative of $q$, so a
+first-same-as-last solver (whose state carries the field at the end of the step for the
+next step's first stage) already holds $\dot q_P$ at $(t_1, q_1, \dot q_1)$: the velocity
+projection is read from it, at no cost. The field is invariant under the projection
+($\dot q_P$ projects onto itself), so that carried derivative is also the field at the
+projected state. Other solvers, and `positions=True`, evaluate the projection.
+
+The dense output of a step is the wrapped solver's interpolant plus the correction
+$\theta\,(y_P - y_1)$, $\theta = (t - t_0)/(t_1 - t_0)$: continuous across steps and equal
+to the projected state at the step's end.
+"""
+
+import functools
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, PyTree
+
+
+@functools.cache
+def projected_interpolation(inner: type) -> type:
+    """The local interpolation of a projected step: `inner`'s interpolant plus the linear
+    correction to the projected step end. One class per `inner`, so that it is a stable
+    static field of `diffrax.DenseInterpolation` (no recompilation between calls)."""
+
+    class Projected(diffrax.AbstractLocalInterpolation):
+        t0: Array
+        t1: Array
+        interpolation: diffrax.AbstractLocalInterpolation
+        correction: PyTree[Array]
+
+        def __init__(self, *, t0, t1, correction, **info):
+            self.t0 = t0
+            self.t1 = t1
+            self.interpolation = inner(t0=t0, t1=t1, **info)
+            self.correction = correction
+
+        def evaluate(self, t0, t1=None, left=True):
+            y = self.interpolation.evaluate(t0, t1, left)
+            span = self.t1 - self.t0
+            span = jnp.where(span == 0, 1, span)
+            theta = (t0 - self.t0) / span if t1 is None else (t1 - t0) / span
+            return jax.tree.map(lambda a, d: a + theta.astype(d.dtype) * d, y, self.correction)
+
+    Projected.__name__ = Projected.__qualname__ = f"Projected{getattr(inner, '__name__', '')}"
+    return Projected
+
+
+class ProjectedSolver(diffrax.AbstractWrappedSolver):
+    """Wraps a diffrax `solver`; projects the state each of its steps returns onto the
+    constraints of `field` (a constrax vector field; see the module docstring)."""
+
+    solver: diffrax.AbstractSolver
+    field: eqx.Module
+    positions: bool = eqx.field(static=True, default=False)
+
+    @property
+    def term_structure(self):
+        return self.solver.term_structure
+
+    @property
+    def interpolation_cls(self):
+        return projected_interpolation(self.solver.interpolation_cls)
+
+    @property
+    def term_compatible_contr_kwargs(self):
+        return self.solver.term_compatible_contr_kwargs
+
+    @property
+    def root_finder(self):
+        """The wrapped implicit solver's root finder (diffrax sets its tolerances)."""
+        return self.solver.root_finder
+
+    def order(self, terms):
+        return self.solver.order(terms)
+
+    def strong_order(self, terms):
+        return self.solver.strong_order(terms)
+
+    def error_order(self, terms):
+        return self.solver.error_order(terms)
+
+    def init(self, terms, t0, t1, y0, args):
+        return self.solver.init(terms, t0, t1, y0, args)
+
+    def func(self, terms, t0, y0, args):
+        return self.solver.func(terms, t0, y0, args)
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        y1, y_error, dense_info, solver_state, result = self.solver.step(
+            terms, t0, t1, y0, args, solver_state, made_jump
+        )
+        carried = _first_same_as_last(self.solver, solver_state, y1)
+        if carried is not None and not self.positions:
+            y_p = (y1[0], carried[0], *y1[2:])  # the field's dq/dt at (t1, y1) is qd_P
+        else:
+            y_p = self.field.project(t1, y1, args, self.positions)
+            if carried is not None:
+                # The carried field is that of the unprojected state: evaluate it afresh
+                # at the projected one (diffrax's `first_step` flag), or a position
+                # correction leaves the next step's first stage stale.
+                solver_state = (jnp.array(True), solver_state[1])
+        correction = jax.tree.map(lambda a, b: a - b, y_p, y1)
+        return y_p, y_error, dict(dense_info, correction=correction), solver_state, result
+
+
+def _first_same_as_last(solver, solver_state, y) -> PyTree[Array] | None:
+    """The vector field at the end of the step, if the solver state carries it: diffrax's
+    explicit Runge–Kutta solvers keep `(first_step, f1)` for a first-same-as-last tableau
+    (an implicit one's last stage is the end of the step only to its root finder's
+    tolerance, so it is projected explicitly)."""
+    tableau = getattr(solver, "tableau", None)
+    if not (
+        isinstance(solver, diffrax.AbstractERK)
+        and isinstance(tableau, diffrax.ButcherTableau)
+        and tableau.fsal
+        and isinstance(solver_state, tuple)
+        and len(solver_state) == 2
+    ):
+        return None
+    f1 = solver_state[1]
+    if jax.tree.structure(f1) != jax.tree.structure(y):
+        return None
+    pairs = zip(jax.tree.leaves(f1), jax.tree.leaves(y), strict=True)
+    same = all(np.shape(a) == np.shape(b) for a, b in pairs)
+    return f1 if same else None
