@@ -190,3 +190,23 @@ def test_benchmarks_page_includes_the_generated_tables():
     page = (ROOT / "docs" / "benchmarks.md").read_text()
     for name in ("cpu.md", "jaxpr_counts.md"):
         assert f'--8<-- "benchmarks/results/{name}"' in page
+
+
+def test_stabilisation_pages_quote_the_committed_stabilisation_run():
+    """The step counts the stabilisation page and the changelog quote are those of
+    `benchmarks/results/stabilisation_cpu.json`."""
+    rows = json.loads((RESULTS / "stabilisation_cpu.json").read_text())["adaptive"]
+    steps = {r["option"].split(" (")[0]: r["accepted"] for r in rows}
+    claim = (
+        f"takes {steps['StepProjection()']} accepted steps with the default against "
+        f"{steps['None']} without stabilisation and {steps['Projection(10, 0)']} with "
+        "`Projection(10, 0)`"
+    )
+    page = (ROOT / "docs" / "concepts" / "stabilisation.md").read_text()
+    assert missing(page, [claim]) == []
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    claim = (
+        f"{steps['StepProjection()']} accepted steps against {steps['None']} unstabilised "
+        f"and {steps['Projection(10, 0)']} before"
+    )
+    assert missing(changelog, [claim]) == []
