@@ -9,10 +9,10 @@ the velocity of the body point at the origin; a degree of freedom's motion subsp
 $S_i = (a_i, p_i\times a_i)$ for a rotation about the axis $a_i$ through $p_i$, and
 $(0, a_i)$ for a translation. With $v$ MuJoCo's `qvel`:
 
-- **kinematics** by pointer jumping: the world pose of every body is the product of the
-  local poses on its path to the root; $\lceil\log_2 \text{depth}\rceil$ rounds, each
-  vectorised over all bodies (round $r$ composes with the pose of the $2^r$-th ancestor),
-  so the traced program does not grow with the number of bodies;
+- **kinematics** level by level: a body's world pose is its parent's composed with its
+  local pose (the fixed placement, then its joints in order); one `jax.lax.scan` step per
+  depth level, the bodies of a level vectorised, so the traced program does not grow with
+  the number of bodies;
 - **velocities and accelerations** are sums over ancestors, $\mathsf v_b = \sum_{i \preceq b}
   S_i v_i$, $\mathsf a_b = \mathsf a_0 + \sum_{i\preceq b} (\dot S_i v_i + S_i\dot v_i)$
   with $\dot S_i v_i = \mathsf v^-_i \times S_i v_i$ ($\mathsf v^-_i$ the velocity of the
@@ -43,6 +43,7 @@ gyroscopic term $\Omega\times A\Omega$ that the Lagrangian $\tfrac12 v^\top A v$
 """
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
@@ -56,12 +57,19 @@ _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
 # Small batched helpers (last axes: 3-vectors, 3x3 matrices, 6-vectors (angular, linear)).
 
 
+# The contraction of length 3 unrolled into three products and two sums: XLA:CPU fuses them
+# into one loop, where a batched `dot_general` of 3x3 blocks (or a product-and-reduce) is
+# several times slower.
+
+
 def _mm(A, B):
-    return jnp.einsum("...ij,...jk->...ik", A, B)
+    return A[..., :, 0, None] * B[..., None, 0, :] + A[..., :, 1, None] * B[..., None, 1, :] + (
+        A[..., :, 2, None] * B[..., None, 2, :]
+    )
 
 
 def _mv(A, x):
-    return jnp.einsum("...ij,...j->...i", A, x)
+    return A[..., :, 0] * x[..., None, 0] + A[..., :, 1] * x[..., None, 1] + A[..., :, 2] * x[..., None, 2]
 
 
 def _compose(Ra, ta, Rb, tb):
@@ -150,18 +158,25 @@ class _Layout:
         self.placed_by_free[jnt_body[self.free]] = True
         self.placed_by_free[0] = True  # the world: identity
 
-        # Pointer jumping: the 2^r-th ancestor of every body, one array per round.
+        # Depth levels: level l (1..D) holds the bodies at depth l, padded to the widest
+        # level W with the index `nbody` (an identity pose); `level_parent` is the slot of
+        # each body's parent in the level above (slot 0 for level 1: the world).
         depth = np.zeros(nbody, np.int64)
         for b in range(1, nbody):
             depth[b] = depth[parent[b]] + 1
-        anc = parent.copy()
-        anc[0] = 0
-        self.jumps = []
-        reach = 1
-        while reach < int(depth.max()):
-            self.jumps.append(anc.copy())
-            anc = anc[anc]
-            reach *= 2
+        D = int(depth.max()) if nbody > 1 else 0
+        levels = [np.flatnonzero(depth == d) for d in range(1, D + 1)]
+        W = max([lv.size for lv in levels] + [1])
+        self.level_bodies = np.full((D, W), nbody, np.int64)
+        self.level_parent = np.zeros((D, W), np.int64)
+        slot = np.zeros(nbody, np.int64)
+        for d, lv in enumerate(levels):
+            slot[lv] = np.arange(lv.size)
+            self.level_bodies[d, : lv.size] = lv
+            if d > 0:
+                self.level_parent[d, : lv.size] = slot[parent[lv]]
+        # Row of each body in [world, level 1 slots, level 2 slots, ...].
+        self.body_row = np.where(depth > 0, 1 + (depth - 1) * W + slot, 0)
 
         # Degrees of freedom: joint, body, kind. A free joint's three translations are a
         # pseudo-joint that precedes its rotation.
@@ -245,8 +260,8 @@ class TreeDynamics(eqx.Module):
     r"""Mass matrix and Euler–Lagrange bias of a `KinematicTree` by the composite-rigid-body
     and recursive Newton–Euler algorithms (Featherstone, *Rigid Body Dynamics Algorithms*,
     2008, ch. 5–6), vectorised over all bodies: the traced program has the same size for a
-    4-link chain and a humanoid (only $\lceil\log_2\text{depth}\rceil$ kinematics rounds
-    and the largest number of joints on one body are unrolled).
+    4-link chain and a humanoid (the kinematics is a `jax.lax.scan` over depth levels; only
+    the largest number of joints on one body is unrolled).
 
     The parameters `p` are those of `from_mjcf` (`body_mass`, `body_inertia`,
     `dof_armature`, `jnt_stiffness`, `qpos_spring`, `gravity`); the geometry is the tree's.
@@ -307,8 +322,7 @@ class TreeDynamics(eqx.Module):
         for k in range(L.K):
             R, t = _compose(R, t, JR[L.body_slots[:, k]], Jt[L.body_slots[:, k]])
             prefix.append((R, t))
-        for anc in L.jumps:
-            R, t = _compose(R[anc], t[anc], R, t)
+        R, t = self._world_poses(R, t)
         # Frame after joint j: the parent's world pose composed with the body's local
         # chain up to j.
         PR = jnp.stack([p[0] for p in prefix])  # (K, nbody, 3, 3)
@@ -318,9 +332,32 @@ class TreeDynamics(eqx.Module):
         JR, Jt = _compose(R[pb], t[pb], PR[s, b], Pt[s, b])
         return R, t, JR, Jt
 
+    def _world_poses(self, R, t):
+        """World poses from the bodies' local poses, one `lax.scan` step per depth level
+        (the bodies of a level vectorised): $X_b = X_{\lambda(b)}\circ X^\text{local}_b$."""
+        L = self.layout
+        if L.level_bodies.shape[0] == 0:
+            return R, t
+        dt = R.dtype
+        eye = jnp.eye(3, dtype=dt)
+        Rl = jnp.concatenate([R, eye[None]])[L.level_bodies]
+        tl = jnp.concatenate([t, jnp.zeros((1, 3), dt)])[L.level_bodies]
+        W = L.level_bodies.shape[1]
+        init = (jnp.broadcast_to(eye, (W, 3, 3)), jnp.zeros((W, 3), dt))
+
+        def level(carry, x):
+            xR, xt, parent = x
+            pose = _compose(carry[0][parent], carry[1][parent], xR, xt)
+            return pose, pose
+
+        _, (Rw, tw) = jax.lax.scan(level, init, (Rl, tl, jnp.asarray(L.level_parent)))
+        Rw = jnp.concatenate([eye[None], Rw.reshape(-1, 3, 3)])[L.body_row]
+        tw = jnp.concatenate([jnp.zeros((1, 3), dt), tw.reshape(-1, 3)])[L.body_row]
+        return Rw, tw
+
     def frames(self, q: Float[Array, " nq"]) -> tuple[Float[Array, "nbody 3"], Array]:
         """Body frames `(xpos (nbody, 3), xmat (nbody, 3, 3))`, as `KinematicTree.frames`
-        (MuJoCo's `mj_kinematics`), by pointer jumping over the tree."""
+        (MuJoCo's `mj_kinematics`), level by level."""
         R, t, _, _ = self._poses(q)
         return t, R
 
@@ -356,7 +393,7 @@ class TreeDynamics(eqx.Module):
         Ri = _mm(R, T.body_irot.astype(dt))
         m = jnp.asarray(p["body_mass"], dt).at[0].set(0.0)
         diag = jnp.asarray(p["body_inertia"], dt).at[0].set(0.0)
-        Ic = jnp.einsum("bij,bj,bkj->bik", Ri, diag, Ri)
+        Ic = _mm(Ri * diag[:, None, :], jnp.swapaxes(Ri, -1, -2))
         cc = jnp.sum(com * com, -1)
         Ibar = Ic + m[:, None, None] * (
             cc[:, None, None] * jnp.eye(3, dtype=dt) - com[:, :, None] * com[:, None, :]
@@ -511,3 +548,27 @@ class TreeDynamics(eqx.Module):
             k = jnp.asarray(p["jnt_stiffness"], dt)[L.hinge_slide]
             V = V + 0.5 * jnp.sum(k * (q[a] - jnp.asarray(p["qpos_spring"], dt)[a]) ** 2)
         return 0.5 * v @ (M @ v), V
+
+
+def solve_with_norm_rows(
+    W: Float[Array, "n n"],
+    f: Float[Array, " n"],
+    q: Float[Array, " n"],
+    qd: Float[Array, " n"],
+    quaternion_starts,
+) -> Float[Array, " n"]:
+    r"""$\ddot q$ of $W\ddot q = f + A^\top\lambda$, $A\ddot q = -\dot A\dot q$ with the
+    unit-norm rows $x\cdot x - 1 = 0$ of the quaternions starting at `quaternion_starts`
+    ($A = 2x^\top$, $\dot A\dot q = 2|\dot x|^2$): the unconstrained motion of a tree whose
+    mass matrix is singular along the quaternions' radial directions (one dense solve of the
+    saddle-point system; a plain solve without quaternions)."""
+    starts = np.asarray(quaternion_starts, np.int64).reshape(-1)
+    if starts.size == 0:
+        return jnp.linalg.solve(W, f)
+    n, k = q.shape[0], starts.size
+    idx = starts[:, None] + np.arange(4)
+    rows = np.repeat(np.arange(k), 4)
+    A = jnp.zeros((k, n), q.dtype).at[rows, idx.reshape(-1)].set(2.0 * q[idx].reshape(-1))
+    rhs = jnp.concatenate([f, -2.0 * jnp.sum(qd[idx] ** 2, -1)])
+    K = jnp.block([[W, A.T], [A, jnp.zeros((k, k), q.dtype)]])
+    return jnp.linalg.solve(K, rhs)[:n]
