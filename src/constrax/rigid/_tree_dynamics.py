@@ -63,17 +63,23 @@ _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
 
 
 def _mm(A, B):
-    return A[..., :, 0, None] * B[..., None, 0, :] + A[..., :, 1, None] * B[..., None, 1, :] + (
-        A[..., :, 2, None] * B[..., None, 2, :]
+    return (
+        A[..., :, 0, None] * B[..., None, 0, :]
+        + A[..., :, 1, None] * B[..., None, 1, :]
+        + (A[..., :, 2, None] * B[..., None, 2, :])
     )
 
 
 def _mv(A, x):
-    return A[..., :, 0] * x[..., None, 0] + A[..., :, 1] * x[..., None, 1] + A[..., :, 2] * x[..., None, 2]
+    return (
+        A[..., :, 0] * x[..., None, 0]
+        + A[..., :, 1] * x[..., None, 1]
+        + A[..., :, 2] * x[..., None, 2]
+    )
 
 
 def _compose(Ra, ta, Rb, tb):
-    """The rigid transform $X_a\\circ X_b$ for $X = (R, t)$, $x\\mapsto Rx + t$."""
+    r"""The rigid transform $X_a\circ X_b$ for $X = (R, t)$, $x\mapsto Rx + t$."""
     return _mm(Ra, Rb), _mv(Ra, tb) + ta
 
 
@@ -105,7 +111,9 @@ def _rodrigues(axis, angle):
     """Rotations by `angle` about the unit vectors `axis`, batched `(k, 3)`, `(k,)`."""
     x, y, z = axis[:, 0], axis[:, 1], axis[:, 2]
     o = jnp.zeros_like(x)
-    K = jnp.stack([jnp.stack([o, -z, y], -1), jnp.stack([z, o, -x], -1), jnp.stack([-y, x, o], -1)], -2)
+    K = jnp.stack(
+        [jnp.stack([o, -z, y], -1), jnp.stack([z, o, -x], -1), jnp.stack([-y, x, o], -1)], -2
+    )
     s, c = jnp.sin(angle)[:, None, None], jnp.cos(angle)[:, None, None]
     return jnp.eye(3, dtype=axis.dtype) + s * K + (1.0 - c) * _mm(K, K)
 
@@ -333,7 +341,7 @@ class TreeDynamics(eqx.Module):
         return R, t, JR, Jt
 
     def _world_poses(self, R, t):
-        """World poses from the bodies' local poses, one `lax.scan` step per depth level
+        r"""World poses from the bodies' local poses, one `lax.scan` step per depth level
         (the bodies of a level vectorised): $X_b = X_{\lambda(b)}\circ X^\text{local}_b$."""
         L = self.layout
         if L.level_bodies.shape[0] == 0:
@@ -374,7 +382,9 @@ class TreeDynamics(eqx.Module):
             return jnp.zeros((0, 6), dt), R, t
         j = L.dof_jnt
         eye = jnp.eye(3, dtype=dt)
-        u = jnp.where((L.dof_unit >= 0)[:, None], eye[np.maximum(L.dof_unit, 0)], T.jnt_axis[j].astype(dt))
+        u = jnp.where(
+            (L.dof_unit >= 0)[:, None], eye[np.maximum(L.dof_unit, 0)], T.jnt_axis[j].astype(dt)
+        )
         Rj, tj = JR[j], Jt[j]
         a = jnp.where(L.dof_world[:, None], u, _mv(Rj, u))
         anchor = jnp.where(L.dof_is_free[:, None], 0.0, T.jnt_pos[j].astype(dt))
@@ -405,9 +415,8 @@ class TreeDynamics(eqx.Module):
     def mass_matrix(self, q: Float[Array, " nq"], p: dict) -> Float[Array, "nv nv"]:
         r"""The joint-space inertia matrix in `qvel` coordinates by the composite-rigid-body
         algorithm, armature on the diagonal (MuJoCo's `mj_fullM`)."""
-        L, dt = self.layout, q.dtype
         S, R, t = self._subspaces(q)
-        return self._crb(S, R, t, p, dt)
+        return self._crb(S, R, t, p, q.dtype)
 
     def _crb(self, S, R, t, p, dt):
         L = self.layout
@@ -480,17 +489,20 @@ class TreeDynamics(eqx.Module):
                 ],
                 -2,
             )
-            block = jnp.concatenate(
-                [-u[:, :, None], w[:, None, None] * jnp.eye(3, dtype=dt) - hatu], -1
-            ) * k[:, None, None]
+            block = (
+                jnp.concatenate(
+                    [-u[:, :, None], w[:, None, None] * jnp.eye(3, dtype=dt) - hatu], -1
+                )
+                * k[:, None, None]
+            )
             rows = L.quat_v[:, None, None] + np.arange(3)[None, :, None]
             cols = L.quat_q[:, None, None] + np.arange(4)[None, None, :]
             E = E.at[rows, cols].set(block)
         return E
 
     def _qvel_and_rate(self, q, qd):
-        """$v = E\\dot q$ and $\\dot E\\dot q$ (zero but on quaternions:
-        $-2(x\\cdot\\dot x)\\Omega/|x|^2$)."""
+        r"""$v = E\dot q$ and $\dot E\dot q$ (zero but on quaternions:
+        $-2(x\cdot\dot x)\Omega/|x|^2$)."""
         L = self.layout
         E = self.qvel_map(q)
         v = E @ qd
