@@ -192,13 +192,17 @@ def test_frames_and_inverse_dynamics():
     states = [_random_state(m, imported, rng) for _ in range(4)]
     qs = jnp.stack([imported.from_mujoco_state(s[0], s[1])[0] for s in states])
     xpos, xmat = jax.jit(jax.vmap(lambda q: dyn.frames(q)))(qs)
-    for k in range(qs.shape[0]):
-        ref_pos, ref_mat = imported.tree.frames(qs[k])
-        np.testing.assert_allclose(xpos[k], ref_pos, atol=1e-14)
-        np.testing.assert_allclose(xmat[k], ref_mat, atol=1e-14)
+    ref_pos, ref_mat = jax.jit(jax.vmap(imported.tree.frames))(qs)
+    np.testing.assert_allclose(xpos, ref_pos, atol=1e-14)
+    np.testing.assert_allclose(xmat, ref_mat, atol=1e-14)
     v, a = jnp.asarray(rng.normal(size=m.nv)), jnp.asarray(rng.normal(size=m.nv))
-    tau = dyn.inverse_dynamics(qs[0], v, a, p)
-    ref = dyn.mass_matrix(qs[0], p) @ a + dyn.bias(qs[0], v, p)
+
+    @jax.jit
+    def both(q):
+        tau = dyn.inverse_dynamics(q, v, a, p)
+        return tau, dyn.mass_matrix(q, p) @ a + dyn.bias(q, v, p)
+
+    tau, ref = both(qs[0])
     assert _rel(tau, ref) <= 1e-13
 
 
@@ -318,3 +322,17 @@ def test_a_free_joint_after_another_joint_is_refused():
             nq=8,
             nv=7,
         )
+
+
+def test_wrong_shapes_are_refused_naming_the_argument():
+    dyn = TreeDynamics(cx.rigid.from_mjcf(_own_model(BALL_XML)).tree)
+    nq, nv = dyn.layout.nq, dyn.layout.nv
+    p = None
+    with pytest.raises(
+        ValueError, match=rf"`q` must have shape \(nq,\) = \({nq},\), got \({nv},\)"
+    ):
+        dyn.mass_matrix(jnp.zeros(nv), p)
+    with pytest.raises(ValueError, match=rf"`qd` must have shape \(nq,\) = \({nq},\)"):
+        dyn.euler_lagrange_terms(jnp.zeros(nq), jnp.zeros(nv), p)
+    with pytest.raises(ValueError, match=rf"`v` must have shape \(nv,\) = \({nv},\)"):
+        dyn.bias(jnp.zeros(nq), jnp.zeros(nq), p)

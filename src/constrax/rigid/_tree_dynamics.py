@@ -118,6 +118,14 @@ def _rodrigues(axis, angle):
     return jnp.eye(3, dtype=axis.dtype) + s * K + (1.0 - c) * _mm(K, K)
 
 
+def _vector(x, name: str, size: int, what: str):
+    """`x` as a float array of shape `(size,)`; `ValueError` naming `name` otherwise."""
+    x = jnp.asarray(x)
+    if x.shape != (size,):
+        raise ValueError(f"`{name}` must have shape ({what},) = ({size},), got {x.shape}")
+    return x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(jnp.result_type(float))
+
+
 # ----------------------------------------------------------------------------------------
 # The static layout of a tree: index arrays and ancestor masks, computed once with numpy.
 
@@ -366,6 +374,7 @@ class TreeDynamics(eqx.Module):
     def frames(self, q: Float[Array, " nq"]) -> tuple[Float[Array, "nbody 3"], Array]:
         """Body frames `(xpos (nbody, 3), xmat (nbody, 3, 3))`, as `KinematicTree.frames`
         (MuJoCo's `mj_kinematics`), level by level."""
+        q = _vector(q, "q", self.layout.nq, "nq")
         R, t, _, _ = self._poses(q)
         return t, R
 
@@ -373,6 +382,7 @@ class TreeDynamics(eqx.Module):
         r"""$S_i = (a_i, p_i\times a_i)$ (rotation about $a_i$ through $p_i$) or $(0, a_i)$
         (translation along $a_i$) for every degree of freedom, world frame, about the
         origin (MuJoCo's `cdof`, there about the subtree's centre of mass)."""
+        q = _vector(q, "q", self.layout.nq, "nq")
         return self._subspaces(q)[0]
 
     def _subspaces(self, q):
@@ -415,6 +425,7 @@ class TreeDynamics(eqx.Module):
     def mass_matrix(self, q: Float[Array, " nq"], p: dict) -> Float[Array, "nv nv"]:
         r"""The joint-space inertia matrix in `qvel` coordinates by the composite-rigid-body
         algorithm, armature on the diagonal (MuJoCo's `mj_fullM`)."""
+        q = _vector(q, "q", self.layout.nq, "nq")
         S, R, t = self._subspaces(q)
         return self._crb(S, R, t, p, q.dtype)
 
@@ -437,12 +448,15 @@ class TreeDynamics(eqx.Module):
         §5.3): Coriolis, centrifugal and gravity forces, armature $a\odot\dot v$ (and the
         gyroscopic $\Omega\times A\Omega$ of an anisotropic ball/free armature). With
         `qacc = 0` this is MuJoCo's `qfrc_bias`."""
+        q = _vector(q, "q", self.layout.nq, "nq")
+        v = _vector(v, "v", self.layout.nv, "nv").astype(q.dtype)
+        qacc = _vector(qacc, "qacc", self.layout.nv, "nv").astype(q.dtype)
         S, R, t = self._subspaces(q)
         return self._rne(S, R, t, v, qacc, p, q.dtype)
 
     def bias(self, q: Float[Array, " nq"], v: Float[Array, " nv"], p: dict) -> Float[Array, " nv"]:
         r"""$c(q, v)$: `inverse_dynamics` at zero acceleration (MuJoCo's `qfrc_bias`)."""
-        return self.inverse_dynamics(q, v, jnp.zeros_like(v), p)
+        return self.inverse_dynamics(q, v, jnp.zeros(self.layout.nv, jnp.asarray(q).dtype), p)
 
     def _rne(self, S, R, t, v, qacc, p, dt):
         L = self.layout
@@ -472,6 +486,7 @@ class TreeDynamics(eqx.Module):
         r"""$E(q) = \partial v/\partial\dot q$: the identity on hinge/slide coordinates and
         free-joint positions, $\tfrac{2}{|x|^2}[-x_v \mid x_w I - \hat x_v]$ on a quaternion
         $x = (x_w, x_v)$ (so that $\Omega = 2\operatorname{vec}(\bar x\otimes\dot x)/|x|^2$)."""
+        q = _vector(q, "q", self.layout.nq, "nq")
         L, dt = self.layout, q.dtype
         E = np.zeros((L.nv, L.nq))
         E[L.scalar_v, L.scalar_q] = 1.0
@@ -516,6 +531,10 @@ class TreeDynamics(eqx.Module):
             Edq = Edq.at[vi].set(scale[:, None] * Om)
         return E, v, Edq
 
+    def _state(self, q, qd):
+        q = _vector(q, "q", self.layout.nq, "nq")
+        return q, _vector(qd, "qd", self.layout.nq, "nq").astype(q.dtype)
+
     def _spring_force(self, q, p):
         r"""$-\partial V_\text{spring}/\partial q$ of the hinge and slide springs."""
         L, dt = self.layout, q.dtype
@@ -534,6 +553,7 @@ class TreeDynamics(eqx.Module):
         the values that autodiff of the imported Lagrangian gives
         ($W = \partial^2L/\partial\dot q^2$,
         $f_0 = \partial L/\partial q - (\partial^2L/\partial\dot q\,\partial q)\dot q$)."""
+        q, qd = self._state(q, qd)
         L, dt = self.layout, q.dtype
         S, R, t = self._subspaces(q)
         M = self._crb(S, R, t, p, dt)
@@ -548,6 +568,7 @@ class TreeDynamics(eqx.Module):
     def energy(self, q: Float[Array, " nq"], qd: Float[Array, " nq"], p: dict):
         r"""`(T, V)`: kinetic energy $\tfrac12 v^\top M v$ (armature included) and potential
         energy $-\sum_b m_b\,g\cdot c_b + \tfrac12\sum_j k_j(q_j - q^s_j)^2$."""
+        q, qd = self._state(q, qd)
         L, T_, dt = self.layout, self.tree, q.dtype
         S, R, t = self._subspaces(q)
         M = self._crb(S, R, t, p, dt)
