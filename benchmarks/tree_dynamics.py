@@ -214,7 +214,7 @@ def main(argv=None) -> None:
                 row = dict(case=case, path=path, batch=batch, **res)
                 print(json.dumps(row), flush=True)
                 results.append(row)
-    info["loadavg_at_end"] = list(os.getloadavg())
+    info["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     os.makedirs(args.out, exist_ok=True)
     write_json(os.path.join(args.out, "tree_dynamics_cpu.json"), dict(machine=info, rows=results))
     with open(os.path.join(args.out, "tree_dynamics_cpu.md"), "w") as fh:
