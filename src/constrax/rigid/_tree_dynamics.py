@@ -1,0 +1,607 @@
+r"""Tree-structured dynamics of a `KinematicTree`: the composite-rigid-body algorithm for the
+mass matrix and the recursive Newton–Euler algorithm for the bias, in spatial-vector algebra
+(Featherstone, *Rigid Body Dynamics Algorithms*, 2008, ch. 2, 5 and 6), and their map to
+constrax's coordinates $q$ (quaternion *rates* as $\dot q$).
+
+Every quantity is a world-frame spatial vector about the world origin, ordered
+(angular, linear): a body's velocity $\mathsf v_b = (\omega_b, \dot o_b)$ with $\dot o_b$
+the velocity of the body point at the origin; a degree of freedom's motion subspace
+$S_i = (a_i, p_i\times a_i)$ for a rotation about the axis $a_i$ through $p_i$, and
+$(0, a_i)$ for a translation. With $v$ MuJoCo's `qvel`:
+
+- **kinematics** level by level: a body's world pose is its parent's composed with its
+  local pose (the fixed placement, then its joints in order); one `jax.lax.scan` step per
+  depth level, the bodies of a level vectorised, so the traced program does not grow with
+  the number of bodies;
+- **velocities and accelerations** are sums over ancestors, $\mathsf v_b = \sum_{i \preceq b}
+  S_i v_i$, $\mathsf a_b = \mathsf a_0 + \sum_{i\preceq b} (\dot S_i v_i + S_i\dot v_i)$
+  with $\dot S_i v_i = \mathsf v^-_i \times S_i v_i$ ($\mathsf v^-_i$ the velocity of the
+  frame that carries the joint's axes, Featherstone 2008, §2.11) and
+  $\mathsf a_0 = (0, -g)$ (gravity as an upward acceleration of the base, §5.3): one masked
+  product with the tree's static ancestor matrix each;
+- **recursive Newton–Euler** (§5.3): $\mathsf f_b = I_b\mathsf a_b + \mathsf v_b\times^*
+  I_b\mathsf v_b$, joint forces $\tau_i = S_i^\top\sum_{d\succeq b(i)}\mathsf f_d$ (a
+  product with the static descendant matrix);
+- **composite rigid body** (§6.2): $I^c_b = \sum_{d\succeq b} I_d$,
+  $M_{ij} = S_i^\top I^c_{b(i)} S_j$ for $b(j)\preceq b(i)$ (and symmetric), plus the
+  armature on the diagonal.
+
+In $q$: $v = E(q)\dot q$ with $E$ block diagonal (hinge/slide and the free joint's
+position: the identity; a unit quaternion $x$: $\Omega = 2\operatorname{vec}(\bar x\otimes
+\dot x)/|x|^2$). The kinetic energy is $T = \tfrac12 v^\top M v$, so
+$W = \partial^2L/\partial\dot q^2 = E^\top M E$, and by d'Alembert's principle (each body
+point moves with $J^v E\dot q$) the Euler–Lagrange expression is
+$E^\top(M\dot v + c)$ with $\dot v = E\ddot q + \dot E\dot q$ and $c$ the Newton–Euler bias
+(Coriolis, centrifugal, gravity). Hence
+
+$$f_0 = \partial L/\partial q - (\partial^2 L/\partial\dot q\,\partial q)\dot q
+= -E^\top\big(M\dot E\dot q + c\big) - \partial V_\text{spring}/\partial q,$$
+
+with $\dot E\dot q = -2(x\cdot\dot x)\,\Omega/|x|^2$ per quaternion. MuJoCo's armature of a
+ball or free joint is isotropic; an anisotropic one (set through the parameters) keeps the
+gyroscopic term $\Omega\times A\Omega$ that the Lagrangian $\tfrac12 v^\top A v$ implies.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from ._so3 import cross, quaternion_to_rotation
+
+_FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
+
+
+# ----------------------------------------------------------------------------------------
+# Small batched helpers (last axes: 3-vectors, 3x3 matrices, 6-vectors (angular, linear)).
+
+
+# The contraction of length 3 unrolled into three products and two sums: XLA:CPU fuses them
+# into one loop, where a batched `dot_general` of 3x3 blocks (or a product-and-reduce) is
+# several times slower.
+
+
+def _mm(A, B):
+    return (
+        A[..., :, 0, None] * B[..., None, 0, :]
+        + A[..., :, 1, None] * B[..., None, 1, :]
+        + (A[..., :, 2, None] * B[..., None, 2, :])
+    )
+
+
+def _mv(A, x):
+    return (
+        A[..., :, 0] * x[..., None, 0]
+        + A[..., :, 1] * x[..., None, 1]
+        + A[..., :, 2] * x[..., None, 2]
+    )
+
+
+def _compose(Ra, ta, Rb, tb):
+    r"""The rigid transform $X_a\circ X_b$ for $X = (R, t)$, $x\mapsto Rx + t$."""
+    return _mm(Ra, Rb), _mv(Ra, tb) + ta
+
+
+def _cross_motion(u, m):
+    r"""$u\times m = (\omega\times\mu, \omega\times\nu + w\times\mu)$ for $u = (\omega, w)$,
+    $m = (\mu, \nu)$ (Featherstone 2008, eq. 2.31)."""
+    w, lin = u[..., :3], u[..., 3:]
+    a, b = m[..., :3], m[..., 3:]
+    return jnp.concatenate([cross(w, a), cross(w, b) + cross(lin, a)], -1)
+
+
+def _cross_force(u, f):
+    r"""$u\times^* f = (\omega\times n + w\times f_l, \omega\times f_l)$ for $u = (\omega, w)$,
+    $f = (n, f_l)$ (Featherstone 2008, eq. 2.32)."""
+    w, lin = u[..., :3], u[..., 3:]
+    n, fl = f[..., :3], f[..., 3:]
+    return jnp.concatenate([cross(w, n) + cross(lin, fl), cross(w, fl)], -1)
+
+
+def _inertia_times(m, h, Ibar, u):
+    r"""The spatial inertia $(m, h = mc, \bar I = I_c + m\hat c\hat c^\top)$ about the
+    origin applied to $u = (\omega, w)$: $(\bar I\omega + h\times w, mw - h\times\omega)$."""
+    w, lin = u[..., :3], u[..., 3:]
+    ang = _mv(Ibar, w) + cross(h, lin)
+    return jnp.concatenate([ang, m[..., None] * lin - cross(h, w)], -1)
+
+
+def _rodrigues(axis, angle):
+    """Rotations by `angle` about the unit vectors `axis`, batched `(k, 3)`, `(k,)`."""
+    x, y, z = axis[:, 0], axis[:, 1], axis[:, 2]
+    o = jnp.zeros_like(x)
+    K = jnp.stack(
+        [jnp.stack([o, -z, y], -1), jnp.stack([z, o, -x], -1), jnp.stack([-y, x, o], -1)], -2
+    )
+    s, c = jnp.sin(angle)[:, None, None], jnp.cos(angle)[:, None, None]
+    return jnp.eye(3, dtype=axis.dtype) + s * K + (1.0 - c) * _mm(K, K)
+
+
+def _vector(x, name: str, size: int, what: str):
+    """`x` as a float array of shape `(size,)`; `ValueError` naming `name` otherwise."""
+    x = jnp.asarray(x)
+    if x.shape != (size,):
+        raise ValueError(f"`{name}` must have shape ({what},) = ({size},), got {x.shape}")
+    return x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(jnp.result_type(float))
+
+
+# ----------------------------------------------------------------------------------------
+# The static layout of a tree: index arrays and ancestor masks, computed once with numpy.
+
+
+class _Layout:
+    """Index arrays and masks of a kinematic tree (hashable by its structure)."""
+
+    def __init__(self, parent, body_joints, joints, nq, nv):
+        self.key = (tuple(parent), tuple(body_joints), tuple(joints), nq, nv)
+        nbody, njnt = len(parent), len(joints)
+        self.nbody, self.njnt, self.nq, self.nv = nbody, njnt, nq, nv
+        parent = np.asarray(parent, dtype=np.int64)
+        self.parent = parent
+        jnt_body = np.zeros(njnt, np.int64)
+        jnt_slot = np.zeros(njnt, np.int64)  # 1-based: the body's pose after k joints
+        for b, bj in enumerate(body_joints):
+            for k, (typ, j, _) in enumerate(bj):
+                jnt_body[j], jnt_slot[j] = b, k + 1
+                if typ == _FREE and k != 0:
+                    raise ValueError(
+                        f"body {b}: a free joint must be the first joint of its body "
+                        "(it sets the body's pose)"
+                    )
+        jtype = np.array([t for t, _, _ in joints], np.int64)
+        qadr = np.array([a for _, a, _ in joints], np.int64)
+        vadr = np.array([v for _, _, v in joints], np.int64)
+
+        # Joint transforms are stacked by type: [hinge, slide, ball, free, identity].
+        self.hinge = np.flatnonzero(jtype == _HINGE)
+        self.slide = np.flatnonzero(jtype == _SLIDE)
+        self.ball = np.flatnonzero(jtype == _BALL)
+        self.free = np.flatnonzero(jtype == _FREE)
+        order = np.concatenate([self.hinge, self.slide, self.ball, self.free]).astype(np.int64)
+        self.hinge_q, self.slide_q = qadr[self.hinge], qadr[self.slide]
+        self.ball_q, self.free_q = qadr[self.ball], qadr[self.free]
+        slot_of = np.empty(njnt, np.int64)
+        slot_of[order] = np.arange(njnt)
+        identity = njnt
+        self.K = max([len(bj) for bj in body_joints] + [1])
+        self.body_slots = np.full((nbody, self.K), identity, np.int64)
+        for b, bj in enumerate(body_joints):
+            for k, (_, j, _) in enumerate(bj):
+                self.body_slots[b, k] = slot_of[j]
+        # A free joint's body is placed by the joint alone (its parent is the world).
+        self.placed_by_free = np.zeros(nbody, bool)
+        self.placed_by_free[jnt_body[self.free]] = True
+        self.placed_by_free[0] = True  # the world: identity
+
+        # Depth levels: level l (1..D) holds the bodies at depth l, padded to the widest
+        # level W with the index `nbody` (an identity pose); `level_parent` is the slot of
+        # each body's parent in the level above (slot 0 for level 1: the world).
+        depth = np.zeros(nbody, np.int64)
+        for b in range(1, nbody):
+            depth[b] = depth[parent[b]] + 1
+        D = int(depth.max()) if nbody > 1 else 0
+        levels = [np.flatnonzero(depth == d) for d in range(1, D + 1)]
+        W = max([lv.size for lv in levels] + [1])
+        self.level_bodies = np.full((D, W), nbody, np.int64)
+        self.level_parent = np.zeros((D, W), np.int64)
+        slot = np.zeros(nbody, np.int64)
+        for d, lv in enumerate(levels):
+            slot[lv] = np.arange(lv.size)
+            self.level_bodies[d, : lv.size] = lv
+            if d > 0:
+                self.level_parent[d, : lv.size] = slot[parent[lv]]
+        # Row of each body in [world, level 1 slots, level 2 slots, ...].
+        self.body_row = np.where(depth > 0, 1 + (depth - 1) * W + slot, 0)
+
+        # Degrees of freedom: joint, body, kind. A free joint's three translations are a
+        # pseudo-joint that precedes its rotation.
+        dof_jnt = np.zeros(nv, np.int64)
+        dof_rot = np.zeros(nv, bool)
+        dof_world = np.zeros(nv, bool)  # axis fixed in the world (free translations)
+        dof_unit = np.full(nv, -1, np.int64)  # axis e_k of the joint frame (ball/free), else -1
+        dof_rank = np.zeros(nv, np.int64)  # order of the (pseudo-)joint within its body
+        for j in range(njnt):
+            v0, typ, s = vadr[j], jtype[j], 2 * jnt_slot[j]
+            if typ == _HINGE or typ == _SLIDE:
+                dof_jnt[v0], dof_rot[v0], dof_rank[v0] = j, typ == _HINGE, s
+            elif typ == _BALL:
+                dof_jnt[v0 : v0 + 3], dof_rot[v0 : v0 + 3] = j, True
+                dof_unit[v0 : v0 + 3], dof_rank[v0 : v0 + 3] = np.arange(3), s
+            else:
+                dof_jnt[v0 : v0 + 6] = j
+                dof_rot[v0 + 3 : v0 + 6] = True
+                dof_world[v0 : v0 + 3] = True
+                dof_unit[v0 : v0 + 6] = np.tile(np.arange(3), 2)
+                dof_rank[v0 : v0 + 3], dof_rank[v0 + 3 : v0 + 6] = s - 1, s
+        dof_body = jnt_body[dof_jnt]
+        self.dof_jnt, self.dof_body = dof_jnt, dof_body
+        self.dof_rot, self.dof_world, self.dof_unit = dof_rot, dof_world, dof_unit
+        self.dof_is_free = jtype[dof_jnt] == _FREE if nv else np.zeros(0, bool)
+        self.jnt_body, self.jnt_slot = jnt_body, jnt_slot
+
+        # Ancestry: is_anc[a, b] = body a is an ancestor of body b or b itself.
+        is_anc = np.eye(nbody, dtype=bool)
+        for b in range(1, nbody):
+            is_anc[:, b] |= is_anc[:, parent[b]]
+        self.descendants = is_anc.astype(np.float64)  # [b, d]: d in the subtree of b
+        # [b, i]: dof i moves body b (its body is an ancestor of b or b itself).
+        self.body_dofs = is_anc[dof_body, :].T.astype(np.float64)
+        # [i, k]: dof k's body is an ancestor-or-self of dof i's body (mass matrix pattern).
+        self.dof_anc = is_anc[dof_body[None, :], dof_body[:, None]]
+        # [i, k]: dof k belongs to a (pseudo-)joint strictly before dof i's on its path:
+        # the frame carrying i's axes moves with dof k.
+        strict_body = is_anc[dof_body[None, :], dof_body[:, None]] & (
+            dof_body[None, :] != dof_body[:, None]
+        )
+        same_body_before = (dof_body[None, :] == dof_body[:, None]) & (
+            dof_rank[None, :] < dof_rank[:, None]
+        )
+        self.dof_before = (strict_body | same_body_before).astype(np.float64)
+
+        # The map v = E(q) qd: identity entries and quaternion blocks.
+        scalar_q, scalar_v, quat_q, quat_v = [], [], [], []
+        for j in range(njnt):
+            typ, a, v0 = jtype[j], qadr[j], vadr[j]
+            if typ == _FREE:
+                scalar_q += [a, a + 1, a + 2]
+                scalar_v += [v0, v0 + 1, v0 + 2]
+                quat_q.append(a + 3)
+                quat_v.append(v0 + 3)
+            elif typ == _BALL:
+                quat_q.append(a)
+                quat_v.append(v0)
+            else:
+                scalar_q.append(a)
+                scalar_v.append(v0)
+        self.scalar_q = np.array(scalar_q, np.int64)
+        self.scalar_v = np.array(scalar_v, np.int64)
+        self.quat_q = np.array(quat_q, np.int64).reshape(-1)
+        self.quat_v = np.array(quat_v, np.int64).reshape(-1)
+        self.hinge_slide = np.flatnonzero((jtype == _HINGE) | (jtype == _SLIDE))
+        self.hinge_slide_q = qadr[self.hinge_slide]
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __eq__(self, other):
+        return isinstance(other, _Layout) and self.key == other.key
+
+
+# ----------------------------------------------------------------------------------------
+# The dynamics.
+
+
+class TreeDynamics(eqx.Module):
+    r"""Mass matrix and Euler–Lagrange bias of a `KinematicTree` by the composite-rigid-body
+    and recursive Newton–Euler algorithms (Featherstone, *Rigid Body Dynamics Algorithms*,
+    2008, ch. 5–6), vectorised over all bodies: the traced program has the same size for a
+    4-link chain and a humanoid (the kinematics is a `jax.lax.scan` over depth levels; only
+    the largest number of joints on one body is unrolled).
+
+    The parameters `p` are those of `from_mjcf` (`body_mass`, `body_inertia`,
+    `dof_armature`, `jnt_stiffness`, `qpos_spring`, `gravity`); the geometry is the tree's.
+
+    **Example:**
+
+    ```python
+    imported = cx.rigid.from_mjcf(model)
+    dyn = TreeDynamics(imported.tree)
+    W, f0 = dyn.euler_lagrange_terms(q, qd, imported.params)   # as autodiff of L
+    M = dyn.mass_matrix(q, imported.params)                    # MuJoCo's full qM
+    ```
+    """
+
+    tree: eqx.Module  # KinematicTree
+    layout: _Layout = eqx.field(static=True)
+
+    def __init__(self, tree):
+        self.tree = tree
+        self.layout = _Layout(tree.parent, tree.body_joints, tree.joints, tree.nq, tree.nv)
+
+    # -- kinematics --------------------------------------------------------------------
+
+    def _joint_transforms(self, q):
+        """Local transforms of all joints, stacked [hinge, slide, ball, free, identity]."""
+        L, T, dt = self.layout, self.tree, q.dtype
+        Rs, ts = [], []
+        if L.hinge.size:
+            axis = T.jnt_axis[L.hinge].astype(dt)
+            anchor = T.jnt_pos[L.hinge].astype(dt)
+            R = _rodrigues(axis, q[L.hinge_q] - T.qpos0[L.hinge_q].astype(dt))
+            Rs.append(R)
+            ts.append(anchor - _mv(R, anchor))
+        if L.slide.size:
+            d = q[L.slide_q] - T.qpos0[L.slide_q].astype(dt)
+            Rs.append(jnp.broadcast_to(jnp.eye(3, dtype=dt), (L.slide.size, 3, 3)))
+            ts.append(T.jnt_axis[L.slide].astype(dt) * d[:, None])
+        if L.ball.size:
+            R = quaternion_to_rotation(q[L.ball_q[:, None] + np.arange(4)])
+            anchor = T.jnt_pos[L.ball].astype(dt)
+            Rs.append(R)
+            ts.append(anchor - _mv(R, anchor))
+        if L.free.size:
+            Rs.append(quaternion_to_rotation(q[L.free_q[:, None] + 3 + np.arange(4)]))
+            ts.append(q[L.free_q[:, None] + np.arange(3)])
+        Rs.append(jnp.eye(3, dtype=dt)[None])
+        ts.append(jnp.zeros((1, 3), dt))
+        return jnp.concatenate(Rs), jnp.concatenate(ts)
+
+    def _poses(self, q):
+        """World poses of all bodies `(R, t)` and of the frame after every joint."""
+        L, T, dt = self.layout, self.tree, q.dtype
+        JR, Jt = self._joint_transforms(q)
+        keep = ~L.placed_by_free
+        R = jnp.where(keep[:, None, None], T.body_rot.astype(dt), jnp.eye(3, dtype=dt))
+        t = jnp.where(keep[:, None], T.body_pos.astype(dt), 0.0)
+        prefix = []
+        for k in range(L.K):
+            R, t = _compose(R, t, JR[L.body_slots[:, k]], Jt[L.body_slots[:, k]])
+            prefix.append((R, t))
+        R, t = self._world_poses(R, t)
+        # Frame after joint j: the parent's world pose composed with the body's local
+        # chain up to j.
+        PR = jnp.stack([p[0] for p in prefix])  # (K, nbody, 3, 3)
+        Pt = jnp.stack([p[1] for p in prefix])
+        b, s = L.jnt_body, L.jnt_slot - 1
+        pb = L.parent[b]
+        JR, Jt = _compose(R[pb], t[pb], PR[s, b], Pt[s, b])
+        return R, t, JR, Jt
+
+    def _world_poses(self, R, t):
+        r"""World poses from the bodies' local poses, one `lax.scan` step per depth level
+        (the bodies of a level vectorised): $X_b = X_{\lambda(b)}\circ X^\text{local}_b$."""
+        L = self.layout
+        if L.level_bodies.shape[0] == 0:
+            return R, t
+        dt = R.dtype
+        eye = jnp.eye(3, dtype=dt)
+        Rl = jnp.concatenate([R, eye[None]])[L.level_bodies]
+        tl = jnp.concatenate([t, jnp.zeros((1, 3), dt)])[L.level_bodies]
+        W = L.level_bodies.shape[1]
+        init = (jnp.broadcast_to(eye, (W, 3, 3)), jnp.zeros((W, 3), dt))
+
+        def level(carry, x):
+            xR, xt, parent = x
+            pose = _compose(carry[0][parent], carry[1][parent], xR, xt)
+            return pose, pose
+
+        _, (Rw, tw) = jax.lax.scan(level, init, (Rl, tl, jnp.asarray(L.level_parent)))
+        Rw = jnp.concatenate([eye[None], Rw.reshape(-1, 3, 3)])[L.body_row]
+        tw = jnp.concatenate([jnp.zeros((1, 3), dt), tw.reshape(-1, 3)])[L.body_row]
+        return Rw, tw
+
+    def frames(self, q: Float[Array, " nq"]) -> tuple[Float[Array, "nbody 3"], Array]:
+        """Body frames `(xpos (nbody, 3), xmat (nbody, 3, 3))`, as `KinematicTree.frames`
+        (MuJoCo's `mj_kinematics`), level by level."""
+        q = _vector(q, "q", self.layout.nq, "nq")
+        R, t, _, _ = self._poses(q)
+        return t, R
+
+    def motion_subspaces(self, q: Float[Array, " nq"]) -> Float[Array, "nv 6"]:
+        r"""$S_i = (a_i, p_i\times a_i)$ (rotation about $a_i$ through $p_i$) or $(0, a_i)$
+        (translation along $a_i$) for every degree of freedom, world frame, about the
+        origin (MuJoCo's `cdof`, there about the subtree's centre of mass)."""
+        q = _vector(q, "q", self.layout.nq, "nq")
+        return self._subspaces(q)[0]
+
+    def _subspaces(self, q):
+        L, T, dt = self.layout, self.tree, q.dtype
+        R, t, JR, Jt = self._poses(q)
+        if L.nv == 0:
+            return jnp.zeros((0, 6), dt), R, t
+        j = L.dof_jnt
+        eye = jnp.eye(3, dtype=dt)
+        u = jnp.where(
+            (L.dof_unit >= 0)[:, None], eye[np.maximum(L.dof_unit, 0)], T.jnt_axis[j].astype(dt)
+        )
+        Rj, tj = JR[j], Jt[j]
+        a = jnp.where(L.dof_world[:, None], u, _mv(Rj, u))
+        anchor = jnp.where(L.dof_is_free[:, None], 0.0, T.jnt_pos[j].astype(dt))
+        p = tj + _mv(Rj, anchor)
+        S = jnp.where(
+            L.dof_rot[:, None],
+            jnp.concatenate([a, cross(p, a)], -1),
+            jnp.concatenate([jnp.zeros_like(a), a], -1),
+        )
+        return S, R, t
+
+    def _inertias(self, R, t, p, dt):
+        """Spatial inertias about the origin, `(m, h = m c, Ibar)` per body (world: zero)."""
+        T = self.tree
+        com = t + _mv(R, T.body_ipos.astype(dt))
+        Ri = _mm(R, T.body_irot.astype(dt))
+        m = jnp.asarray(p["body_mass"], dt).at[0].set(0.0)
+        diag = jnp.asarray(p["body_inertia"], dt).at[0].set(0.0)
+        Ic = _mm(Ri * diag[:, None, :], jnp.swapaxes(Ri, -1, -2))
+        cc = jnp.sum(com * com, -1)
+        Ibar = Ic + m[:, None, None] * (
+            cc[:, None, None] * jnp.eye(3, dtype=dt) - com[:, :, None] * com[:, None, :]
+        )
+        return m, m[:, None] * com, Ibar
+
+    # -- dynamics in MuJoCo's velocity coordinates --------------------------------------
+
+    def mass_matrix(self, q: Float[Array, " nq"], p: dict) -> Float[Array, "nv nv"]:
+        r"""The joint-space inertia matrix in `qvel` coordinates by the composite-rigid-body
+        algorithm, armature on the diagonal (MuJoCo's `mj_fullM`)."""
+        q = _vector(q, "q", self.layout.nq, "nq")
+        S, R, t = self._subspaces(q)
+        return self._crb(S, R, t, p, q.dtype)
+
+    def _crb(self, S, R, t, p, dt):
+        L = self.layout
+        m, h, Ibar = self._inertias(R, t, p, dt)
+        D = jnp.asarray(L.descendants, dt)
+        mc, hc = D @ m, D @ h
+        Ic = jnp.einsum("bd,dij->bij", D, Ibar)
+        b = L.dof_body
+        F = _inertia_times(mc[b], hc[b], Ic[b], S)  # (nv, 6): I^c_{b(i)} S_i
+        G = F @ S.T  # G[i, k] = S_k . I^c_{b(i)} S_i
+        M = jnp.where(L.dof_anc, G, jnp.where(L.dof_anc.T, G.T, 0.0))
+        return M + jnp.diag(jnp.asarray(p["dof_armature"], dt))
+
+    def inverse_dynamics(
+        self, q: Float[Array, " nq"], v: Float[Array, " nv"], qacc: Float[Array, " nv"], p: dict
+    ) -> Float[Array, " nv"]:
+        r"""$\tau = M(q)\dot v + c(q, v)$ by recursive Newton–Euler (Featherstone 2008,
+        §5.3): Coriolis, centrifugal and gravity forces, armature $a\odot\dot v$ (and the
+        gyroscopic $\Omega\times A\Omega$ of an anisotropic ball/free armature). With
+        `qacc = 0` this is MuJoCo's `qfrc_bias`."""
+        q = _vector(q, "q", self.layout.nq, "nq")
+        v = _vector(v, "v", self.layout.nv, "nv").astype(q.dtype)
+        qacc = _vector(qacc, "qacc", self.layout.nv, "nv").astype(q.dtype)
+        S, R, t = self._subspaces(q)
+        return self._rne(S, R, t, v, qacc, p, q.dtype)
+
+    def bias(self, q: Float[Array, " nq"], v: Float[Array, " nv"], p: dict) -> Float[Array, " nv"]:
+        r"""$c(q, v)$: `inverse_dynamics` at zero acceleration (MuJoCo's `qfrc_bias`)."""
+        return self.inverse_dynamics(q, v, jnp.zeros(self.layout.nv, jnp.asarray(q).dtype), p)
+
+    def _rne(self, S, R, t, v, qacc, p, dt):
+        L = self.layout
+        if L.nv == 0:
+            return jnp.zeros(0, dt)
+        Sv = S * v[:, None]
+        Bd = jnp.asarray(L.body_dofs, dt)
+        vel = Bd @ Sv  # (nbody, 6)
+        v_before = jnp.asarray(L.dof_before, dt) @ Sv  # frame carrying each dof's axes
+        g = jnp.asarray(p["gravity"], dt)
+        a0 = jnp.concatenate([jnp.zeros(3, dt), -g])
+        acc = a0 + Bd @ (_cross_motion(v_before, Sv) + S * qacc[:, None])
+        m, h, Ibar = self._inertias(R, t, p, dt)
+        f = _inertia_times(m, h, Ibar, acc) + _cross_force(vel, _inertia_times(m, h, Ibar, vel))
+        F = jnp.asarray(L.descendants, dt) @ f
+        arm = jnp.asarray(p["dof_armature"], dt)
+        tau = jnp.sum(S * F[L.dof_body], -1) + arm * qacc
+        if L.quat_v.size:  # Omega x A Omega of the quaternion joints' armature
+            idx = L.quat_v[:, None] + np.arange(3)
+            Om, A = v[idx], arm[idx]
+            tau = tau.at[idx].add(cross(Om, A * Om))
+        return tau
+
+    # -- the map to constrax's coordinates ------------------------------------------------
+
+    def qvel_map(self, q: Float[Array, " nq"]) -> Float[Array, "nv nq"]:
+        r"""$E(q) = \partial v/\partial\dot q$: the identity on hinge/slide coordinates and
+        free-joint positions, $\tfrac{2}{|x|^2}[-x_v \mid x_w I - \hat x_v]$ on a quaternion
+        $x = (x_w, x_v)$ (so that $\Omega = 2\operatorname{vec}(\bar x\otimes\dot x)/|x|^2$)."""
+        q = _vector(q, "q", self.layout.nq, "nq")
+        L, dt = self.layout, q.dtype
+        E = np.zeros((L.nv, L.nq))
+        E[L.scalar_v, L.scalar_q] = 1.0
+        E = jnp.asarray(E, dt)
+        if L.quat_q.size:
+            x = q[L.quat_q[:, None] + np.arange(4)]
+            w, u = x[:, 0], x[:, 1:]
+            k = 2.0 / jnp.sum(x * x, -1)
+            o = jnp.zeros_like(w)
+            hatu = jnp.stack(
+                [
+                    jnp.stack([o, -u[:, 2], u[:, 1]], -1),
+                    jnp.stack([u[:, 2], o, -u[:, 0]], -1),
+                    jnp.stack([-u[:, 1], u[:, 0], o], -1),
+                ],
+                -2,
+            )
+            block = (
+                jnp.concatenate(
+                    [-u[:, :, None], w[:, None, None] * jnp.eye(3, dtype=dt) - hatu], -1
+                )
+                * k[:, None, None]
+            )
+            rows = L.quat_v[:, None, None] + np.arange(3)[None, :, None]
+            cols = L.quat_q[:, None, None] + np.arange(4)[None, None, :]
+            E = E.at[rows, cols].set(block)
+        return E
+
+    def _qvel_and_rate(self, q, qd):
+        r"""$v = E\dot q$ and $\dot E\dot q$ (zero but on quaternions:
+        $-2(x\cdot\dot x)\Omega/|x|^2$)."""
+        L = self.layout
+        E = self.qvel_map(q)
+        v = E @ qd
+        Edq = jnp.zeros_like(v)
+        if L.quat_q.size:
+            idx = L.quat_q[:, None] + np.arange(4)
+            x, xd = q[idx], qd[idx]
+            vi = L.quat_v[:, None] + np.arange(3)
+            Om = v[vi]
+            scale = -2.0 * jnp.sum(x * xd, -1) / jnp.sum(x * x, -1)
+            Edq = Edq.at[vi].set(scale[:, None] * Om)
+        return E, v, Edq
+
+    def _state(self, q, qd):
+        q = _vector(q, "q", self.layout.nq, "nq")
+        return q, _vector(qd, "qd", self.layout.nq, "nq").astype(q.dtype)
+
+    def _spring_force(self, q, p):
+        r"""$-\partial V_\text{spring}/\partial q$ of the hinge and slide springs."""
+        L, dt = self.layout, q.dtype
+        out = jnp.zeros_like(q)
+        if L.hinge_slide.size:
+            a = L.hinge_slide_q
+            k = jnp.asarray(p["jnt_stiffness"], dt)[L.hinge_slide]
+            out = out.at[a].set(-k * (q[a] - jnp.asarray(p["qpos_spring"], dt)[a]))
+        return out
+
+    def euler_lagrange_terms(
+        self, q: Float[Array, " nq"], qd: Float[Array, " nq"], p: dict
+    ) -> tuple[Float[Array, "nq nq"], Float[Array, " nq"]]:
+        r"""$(W, f_0)$ in constrax's coordinates: $W = E^\top M E$ and
+        $f_0 = -E^\top(M\dot E\dot q + c(q, E\dot q)) - \partial V_\text{spring}/\partial q$,
+        the values that autodiff of the imported Lagrangian gives
+        ($W = \partial^2L/\partial\dot q^2$,
+        $f_0 = \partial L/\partial q - (\partial^2L/\partial\dot q\,\partial q)\dot q$)."""
+        q, qd = self._state(q, qd)
+        L, dt = self.layout, q.dtype
+        S, R, t = self._subspaces(q)
+        M = self._crb(S, R, t, p, dt)
+        E, v, Edq = self._qvel_and_rate(q, qd)
+        c = self._rne(S, R, t, v, jnp.zeros_like(v), p, dt)
+        if L.quat_q.size == 0 and np.array_equal(L.scalar_q, L.scalar_v):
+            return M, -(M @ Edq + c) + self._spring_force(q, p)
+        W = E.T @ M @ E
+        f0 = -(E.T @ (M @ Edq + c)) + self._spring_force(q, p)
+        return W, f0
+
+    def energy(self, q: Float[Array, " nq"], qd: Float[Array, " nq"], p: dict):
+        r"""`(T, V)`: kinetic energy $\tfrac12 v^\top M v$ (armature included) and potential
+        energy $-\sum_b m_b\,g\cdot c_b + \tfrac12\sum_j k_j(q_j - q^s_j)^2$."""
+        q, qd = self._state(q, qd)
+        L, T_, dt = self.layout, self.tree, q.dtype
+        S, R, t = self._subspaces(q)
+        M = self._crb(S, R, t, p, dt)
+        v = self.qvel_map(q) @ qd
+        com = t + _mv(R, T_.body_ipos.astype(dt))
+        m = jnp.asarray(p["body_mass"], dt).at[0].set(0.0)
+        V = -jnp.sum(m * (com @ jnp.asarray(p["gravity"], dt)))
+        if L.hinge_slide.size:
+            a = L.hinge_slide_q
+            k = jnp.asarray(p["jnt_stiffness"], dt)[L.hinge_slide]
+            V = V + 0.5 * jnp.sum(k * (q[a] - jnp.asarray(p["qpos_spring"], dt)[a]) ** 2)
+        return 0.5 * v @ (M @ v), V
+
+
+def solve_with_norm_rows(
+    W: Float[Array, "n n"],
+    f: Float[Array, " n"],
+    q: Float[Array, " n"],
+    qd: Float[Array, " n"],
+    quaternion_starts,
+) -> Float[Array, " n"]:
+    r"""$\ddot q$ of $W\ddot q = f + A^\top\lambda$, $A\ddot q = -\dot A\dot q$ with the
+    unit-norm rows $x\cdot x - 1 = 0$ of the quaternions starting at `quaternion_starts`
+    ($A = 2x^\top$, $\dot A\dot q = 2|\dot x|^2$): the unconstrained motion of a tree whose
+    mass matrix is singular along the quaternions' radial directions (one dense solve of the
+    saddle-point system; a plain solve without quaternions)."""
+    starts = np.asarray(quaternion_starts, np.int64).reshape(-1)
+    if starts.size == 0:
+        return jnp.linalg.solve(W, f)
+    n, k = q.shape[0], starts.size
+    idx = starts[:, None] + np.arange(4)
+    rows = np.repeat(np.arange(k), 4)
+    A = jnp.zeros((k, n), q.dtype).at[rows, idx.reshape(-1)].set(2.0 * q[idx].reshape(-1))
+    rhs = jnp.concatenate([f, -2.0 * jnp.sum(qd[idx] ** 2, -1)])
+    K = jnp.block([[W, A.T], [A, jnp.zeros((k, k), q.dtype)]])
+    return jnp.linalg.solve(K, rhs)[:n]
