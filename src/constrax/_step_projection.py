@@ -79,10 +79,19 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
     def term_compatible_contr_kwargs(self):
         return self.solver.term_compatible_contr_kwargs
 
+    # What diffrax reads (and sets, by `eqx.tree_at`) on the solvers it is handed, which
+    # `isinstance` checks forward to the wrapped one: an implicit solver's root finder and a
+    # Runge–Kutta solver's `scan_kind`.
+
     @property
     def root_finder(self):
         """The wrapped implicit solver's root finder (diffrax sets its tolerances)."""
         return self.solver.root_finder
+
+    @property
+    def scan_kind(self):
+        """The wrapped Runge–Kutta solver's `scan_kind` (diffrax's adjoints set it)."""
+        return self.solver.scan_kind
 
     def order(self, terms):
         return self.solver.order(terms)
