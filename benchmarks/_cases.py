@@ -151,3 +151,16 @@ def model_case(name: str, title: str, build: Callable, hand_vf: Callable, **kw) 
         acc_args=lambda: (jnp.asarray(0.3), model.q0, model.qd0, model.params),
         **kw,
     )
+
+
+def random_mujoco_states(m, imported, rng, batch: int):
+    r"""`batch` random MuJoCo states `(qpos, qvel)` of the model `m` imported as `imported`:
+    `qpos0` plus $N(0, 0.3^2)$ noise with unit quaternions drawn uniformly, `qvel`
+    standard normal (the states of the MJCF benchmarks)."""
+    import numpy as np
+
+    qpos = np.array(m.qpos0) + 0.3 * rng.normal(size=(batch, m.nq))
+    for s, e in imported.tree.quaternion_slices():
+        x = rng.normal(size=(batch, 4))
+        qpos[:, s:e] = x / np.linalg.norm(x, axis=1, keepdims=True)
+    return qpos, rng.normal(size=(batch, m.nv))

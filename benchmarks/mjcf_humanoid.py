@@ -48,6 +48,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import constrax as cx  # noqa: E402
+from benchmarks._cases import random_mujoco_states  # noqa: E402
 from benchmarks._report import md_table  # noqa: E402
 
 
@@ -89,11 +90,7 @@ def _model(mujoco, source: str, is_path: bool):
 
 def _states(m, imported, batch: int, seed: int = 0):
     rng = np.random.default_rng(seed)
-    qpos = np.array(m.qpos0) + 0.3 * rng.normal(size=(batch, m.nq))
-    for s, e in imported.tree.quaternion_slices():
-        x = rng.normal(size=(batch, 4))
-        qpos[:, s:e] = x / np.linalg.norm(x, axis=1, keepdims=True)
-    qvel = rng.normal(size=(batch, m.nv))
+    qpos, qvel = random_mujoco_states(m, imported, rng, batch)
     ctrl = rng.uniform(-1, 1, size=(batch, m.nu))
     return qpos, qvel, ctrl
 

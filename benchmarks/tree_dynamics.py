@@ -59,12 +59,9 @@ def _states(imported, m, batch: int, seed: int = 0):
     import jax.numpy as jnp
     import numpy as np
 
-    rng = np.random.default_rng(seed)
-    qpos = np.array(m.qpos0) + 0.3 * rng.normal(size=(batch, m.nq))
-    for s, e in imported.tree.quaternion_slices():
-        x = rng.normal(size=(batch, 4))
-        qpos[:, s:e] = x / np.linalg.norm(x, axis=1, keepdims=True)
-    qvel = rng.normal(size=(batch, m.nv))
+    from benchmarks._cases import random_mujoco_states
+
+    qpos, qvel = random_mujoco_states(m, imported, np.random.default_rng(seed), batch)
     q, qd = imported.from_mujoco_state(jnp.asarray(qpos), jnp.asarray(qvel))
     return q, qd, qpos, qvel
 
