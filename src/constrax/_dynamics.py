@@ -182,6 +182,7 @@ def project_state(
     coordinates by one Gauss–Newton step on the holonomic rows,
     $q_P = q - W^{-1}G^\top(GW^{-1}G^\top)^+ g$ (then the velocity at $q_P$: a second
     factorisation of $(W, A)$) (`StepProjection`)."""
+
     def factor(q):
         A, c, _ = constraint_terms(system, t, q, qd, p, bias=False)
         W, _ = prescribed_terms(prescription, system, t, q, qd, mu, p, bias=False)
