@@ -104,7 +104,7 @@ def measure_one(case: str, path: str, batch: int, repeats: int) -> dict:
 
     if path == "tree":
         dyn = TreeDynamics(imported.tree)
-        terms = lambda q, qd, p: dyn.euler_lagrange_terms(q, qd, p)
+        terms = lambda q, qd, p: dyn.euler_lagrange_terms(0.0, q, qd, p)
     else:
         terms = lambda q, qd, p: euler_lagrange_terms(
             lambda t, q_, qd_: imported.system.lagrangian(t, q_, qd_, p),

@@ -17,7 +17,7 @@ from ._checks import check_finite, check_options, check_system
 from ._compilation import compiled
 from ._custom_types import Params, Time
 from ._layout import row_layout
-from ._prescriptions import AbstractPrescription, DAlembert
+from ._prescriptions import AbstractPrescription, DAlembert, prescribed_rhs, prescribed_terms
 from ._solve import AbstractConstraintSolver, AutoSolver
 from ._stabilisation import AbstractStabilisation, StepTerms, unstabilised
 from ._state import as_time, check_state
@@ -25,9 +25,8 @@ from ._system import System
 from ._terms import (
     constraint_bias,
     constraint_terms,
-    euler_lagrange_rhs,
-    euler_lagrange_terms,
     generalized_force,
+    lagrangian_terms,
     position_residual,
     scatter_holonomic,
 )
@@ -121,7 +120,6 @@ def _step(
     mask: np.ndarray,
 ) -> _Step:
     """Core of the vector field and of `accelerations`."""
-    L = prescription.effective_lagrangian(system, mu, p)
     if mask.shape[0] == 0:
         stabilisation = None  # nothing to project or relax
     # The bias terms at the state's velocity, unless the stabilisation evaluates them at
@@ -130,13 +128,13 @@ def _step(
     with jax.named_scope("constraint_terms"):
         A, c, c_bias = constraint_terms(system, t, q, qd, p, bias)
     with jax.named_scope("lagrangian_terms"):
-        W, f0 = euler_lagrange_terms(L, t, q, qd, bias)
+        W, f0 = prescribed_terms(prescription, system, t, q, qd, mu, p, bias)
     with jax.named_scope("factor"):
         state = solver.factor(W, A)
 
     def bias_at(v):
         _, c_bias_v = constraint_bias(system, t, q, v, p)
-        return c_bias_v, euler_lagrange_rhs(L, t, q, v)
+        return c_bias_v, prescribed_rhs(prescription, system, t, q, v, mu, p)
 
     step = StepTerms(
         qd=qd,
@@ -184,11 +182,10 @@ def project_state(
     coordinates by one Gauss–Newton step on the holonomic rows,
     $q_P = q - W^{-1}G^\top(GW^{-1}G^\top)^+ g$ (then the velocity at $q_P$: a second
     factorisation of $(W, A)$) (`StepProjection`)."""
-    L = prescription.effective_lagrangian(system, mu, p)
 
     def factor(q):
         A, c, _ = constraint_terms(system, t, q, qd, p, bias=False)
-        W, _ = euler_lagrange_terms(L, t, q, qd, bias=False)
+        W, _ = prescribed_terms(prescription, system, t, q, qd, mu, p, bias=False)
         return solver.factor(W, A), c
 
     state, c = factor(q)
@@ -273,8 +270,7 @@ def accelerations(
     R_mult = step.A.T @ step.lam
     if prescription.multiplier_state:
         # Total reaction with the *original* Lagrangian: R = W qdd - f0 - Q.
-        L = lambda t, q, qd: system.lagrangian(t, q, qd, p)
-        W, f0 = euler_lagrange_terms(L, t, q, step.qd_used)
+        W, f0 = lagrangian_terms(system, t, q, step.qd_used, p)
         R = W @ step.qdd - f0 - step.force
     else:
         R = R_mult

@@ -31,7 +31,7 @@ from ._layout import row_layout
 from ._solve import UdwadiaKalaba
 from ._state import as_time, check_state
 from ._system import System
-from ._terms import constraint_terms, euler_lagrange_terms
+from ._terms import constraint_terms, lagrangian_terms
 from ._tolerances import rank_rtol
 
 
@@ -104,8 +104,7 @@ def impulsive_jump(
     t = as_time(t, q)
     m = sum(row_layout(system, t, q, qd, p).counts)
     rtol = rank_rtol(q.dtype) if rtol is None else rtol
-    lagrangian = lambda t_, q_, v_: system.lagrangian(t_, q_, v_, p)
-    W = euler_lagrange_terms(lagrangian, t, q, qd, bias=False)[0]
+    W = lagrangian_terms(system, t, q, qd, p, bias=False)[0]
     zero = jnp.zeros((), q.dtype)
     if m == 0:
         return ImpulsiveJump(qd, zero, jnp.zeros_like(qd), jnp.zeros((), jnp.int32), True)

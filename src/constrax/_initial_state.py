@@ -15,10 +15,11 @@ from ._compilation import compiled
 from ._custom_types import Params
 from ._guards import checked
 from ._layout import row_layout
+from ._prescriptions import prescribed_terms
 from ._solve import UdwadiaKalaba
 from ._state import as_time, check_state
 from ._system import System
-from ._terms import constraint_terms, euler_lagrange_terms, position_residual, stacked_residual
+from ._terms import constraint_terms, lagrangian_terms, position_residual, stacked_residual
 from ._tolerances import (
     initial_tolerance as default_initial_tolerance,
     projection_tolerance,
@@ -65,8 +66,7 @@ def check_initial_state(system, prescription, layout, t, q, qd, mu, p, tolerance
         ]
         q = eqx.branched_error_if(q, jnp.max(viol) > tolerance, jnp.argmax(viol), msgs)
     if mass:
-        L = prescription.effective_lagrangian(system, mu_, p_)
-        W, _ = euler_lagrange_terms(L, t_, q_, qd_, bias=False)
+        W, _ = prescribed_terms(prescription, system, t_, q_, qd_, mu_, p_, bias=False)
         factor = UdwadiaKalaba(throw=False).factor(W, A).L
         n = q.shape[0]
         bad = ~jnp.all(jnp.isfinite(jnp.ravel(factor)[:: n + 1]))
@@ -145,13 +145,12 @@ def consistent_initial_state(
         )
         q = sol.value
         converged = sol.result == optx.RESULTS.successful
-    L = lambda t, q, qd: system.lagrangian(t, q, qd, p)
     solver = UdwadiaKalaba()
     linear = all(con.linear_in_velocity for con in system.constraints)
 
     def project(qd, _):
         A, c, _ = constraint_terms(system, t0, q, qd, p, bias=False)
-        W, _ = euler_lagrange_terms(L, t0, q, qd, bias=False)
+        W, _ = lagrangian_terms(system, t0, q, qd, p, bias=False)
         return qd - solver.project(solver.factor(W, A), c), None
 
     qd, _ = jax.lax.scan(project, qd0, None, length=1 if linear else velocity_iterations)

@@ -702,4 +702,9 @@ def closed_loop(system: System, control: ControlWhere) -> System:
         raise TypeError(
             f'`control` must be a function where(p), e.g. lambda p: p["u"], got {control!r}'
         )
-    return System(system.lagrangian, system.constraints, _ClosedLoopForce(system.force, control))
+    return System(
+        system.lagrangian,
+        system.constraints,
+        _ClosedLoopForce(system.force, control),
+        dynamics=system.dynamics,
+    )

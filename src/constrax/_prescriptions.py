@@ -22,7 +22,7 @@ from jaxtyping import Array, Float
 
 from ._custom_types import Params
 from ._system import System
-from ._terms import stacked_residual
+from ._terms import euler_lagrange_rhs, euler_lagrange_terms, stacked_residual
 
 
 class AbstractPrescription(eqx.Module):
@@ -36,6 +36,15 @@ class AbstractPrescription(eqx.Module):
         self, system: System, mu: Float[Array, " m"] | None, p: Params
     ) -> Callable:
         """`(t, q, qd) -> scalar`, whose Euler–Lagrange equations carry reactions `A^T λ`."""
+
+    @abc.abstractmethod
+    def extra_lagrangian(
+        self, system: System, mu: Float[Array, " m"] | None, p: Params
+    ) -> Callable | None:
+        """The effective Lagrangian minus the system's own, `(t, q, qd) -> scalar`, or `None`
+        where they are equal. The Euler–Lagrange terms are linear in the Lagrangian, so a
+        system with `dynamics` adds this part's terms (by autodiff) to those of its
+        `dynamics`."""
 
 
 class DAlembert(AbstractPrescription):
@@ -51,6 +60,9 @@ class DAlembert(AbstractPrescription):
 
     def effective_lagrangian(self, system, mu, p):
         return lambda t, q, qd: system.lagrangian(t, q, qd, p)
+
+    def extra_lagrangian(self, system, mu, p):
+        return None
 
 
 class Vakonomic(AbstractPrescription):
@@ -72,3 +84,36 @@ class Vakonomic(AbstractPrescription):
     def effective_lagrangian(self, system, mu, p):
         c = stacked_residual(system, p)
         return lambda t, q, qd: system.lagrangian(t, q, qd, p) - mu @ c(t, q, qd)
+
+    def extra_lagrangian(self, system, mu, p):
+        c = stacked_residual(system, p)
+        return lambda t, q, qd: -(mu @ c(t, q, qd))
+
+
+def prescribed_terms(
+    prescription: AbstractPrescription, system: System, t, q, qd, mu, p: Params, bias: bool = True
+) -> tuple[Float[Array, "n n"], Float[Array, " n"] | None]:
+    r"""$(W_\ast, f_\ast)$: the Euler–Lagrange terms of the effective Lagrangian. Without
+    `system.dynamics`, autodiff of `effective_lagrangian`; with it, the dynamics' terms of
+    $L$ plus autodiff of `extra_lagrangian` (the terms are linear in the Lagrangian)."""
+    if system.dynamics is None:
+        L = prescription.effective_lagrangian(system, mu, p)
+        return euler_lagrange_terms(L, t, q, qd, bias)
+    W, f0 = system.dynamics.euler_lagrange_terms(t, q, qd, p, bias)
+    extra = prescription.extra_lagrangian(system, mu, p)
+    if extra is None:
+        return W, f0
+    W_extra, f_extra = euler_lagrange_terms(extra, t, q, qd, bias)
+    return W + W_extra, (f0 + f_extra) if bias else None
+
+
+def prescribed_rhs(
+    prescription: AbstractPrescription, system: System, t, q, qd, mu, p: Params
+) -> Float[Array, " n"]:
+    """$f_\ast$ alone (`euler_lagrange_rhs` of the effective Lagrangian), as
+    `prescribed_terms`."""
+    if system.dynamics is None:
+        return euler_lagrange_rhs(prescription.effective_lagrangian(system, mu, p), t, q, qd)
+    f0 = system.dynamics.euler_lagrange_rhs(t, q, qd, p)
+    extra = prescription.extra_lagrangian(system, mu, p)
+    return f0 if extra is None else f0 + euler_lagrange_rhs(extra, t, q, qd)

@@ -1,5 +1,6 @@
 """`System`: a Lagrangian, its constraints and a generalized force
-(docs/concepts/lagrangians.md). What the engine derives from it is in `_terms.py`, the
+(docs/concepts/lagrangians.md). What the engine derives from it is in `_terms.py` (or, where
+the system carries `dynamics`, in its `AbstractDynamics`, `_unconstrained.py`), the
 trace-time checks of its functions' shapes in `_layout.py`."""
 
 from collections.abc import Sequence
@@ -9,6 +10,7 @@ import equinox as eqx
 from ._constraints import AbstractConstraint
 from ._custom_types import ForceFn, LagrangianFn
 from ._kinds import kinds
+from ._unconstrained import AbstractDynamics
 
 
 class System(eqx.Module):
@@ -22,6 +24,11 @@ class System(eqx.Module):
     - `force`: optional non-conservative generalized force `Q(t, q, qd, p) -> (n,)`
       (friction, dissipation, controls). It is *not* a constraint force: it enters $f$
       and is reported apart from the reactions.
+    - `dynamics`: optional `AbstractDynamics` (keyword only): the unconstrained
+      Euler–Lagrange terms $(W, f_0)$ of `lagrangian`, computed another way (e.g. the
+      tree recursions of `cx.rigid.from_mjcf`). `lagrangian` stays the reference (energy,
+      diagnostics, linearisation read it); `dynamics` must give exactly its terms. A system
+      rebuilt from another (`System(s.lagrangian, ..., dynamics=s.dynamics)`) carries it over.
 
     **Example:**
 
@@ -37,12 +44,15 @@ class System(eqx.Module):
     lagrangian: LagrangianFn
     constraints: tuple[AbstractConstraint, ...]
     force: ForceFn | None
+    dynamics: AbstractDynamics | None
 
     def __init__(
         self,
         lagrangian: LagrangianFn,
         constraints: Sequence[AbstractConstraint] = (),
         force: ForceFn | None = None,
+        *,
+        dynamics: AbstractDynamics | None = None,
     ):
         if not callable(lagrangian):
             raise TypeError(f"`lagrangian` must be callable L(t, q, qd, p), got {lagrangian!r}")
@@ -57,6 +67,12 @@ class System(eqx.Module):
                 )
         if force is not None and not callable(force):
             raise TypeError(f"`force` must be callable Q(t, q, qd, p) or None, got {force!r}")
+        if dynamics is not None and not isinstance(dynamics, AbstractDynamics):
+            raise TypeError(
+                "`dynamics` must be an AbstractDynamics (the Euler–Lagrange terms of "
+                f"`lagrangian`, e.g. those of cx.rigid.from_mjcf) or None, got {dynamics!r}"
+            )
         self.lagrangian = lagrangian
         self.constraints = constraints
         self.force = force
+        self.dynamics = dynamics

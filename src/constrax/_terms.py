@@ -57,6 +57,16 @@ def euler_lagrange_rhs(lagrangian: Callable, t, q, qd) -> Float[Array, " n"]:
     return Lq - Lqd_dot
 
 
+def lagrangian_terms(
+    system: "System", t: Time, q, qd, p: Params, bias: bool = True
+) -> tuple[Float[Array, "n n"], Float[Array, " n"] | None]:
+    """`euler_lagrange_terms` of `system.lagrangian`, or the same terms from
+    `system.dynamics` where the system carries one (`AbstractDynamics`)."""
+    if system.dynamics is not None:
+        return system.dynamics.euler_lagrange_terms(t, q, qd, p, bias)
+    return euler_lagrange_terms(lambda t, q, qd: system.lagrangian(t, q, qd, p), t, q, qd, bias)
+
+
 def generalized_force(system: "System", t, q, qd, p) -> Float[Array, " n"]:
     """$Q(t, q, \\dot q, p)$, zeros if the system has no force."""
     if system.force is None:
@@ -66,7 +76,8 @@ def generalized_force(system: "System", t, q, qd, p) -> Float[Array, " n"]:
 
 @compiled(times=("t",), states=("q", "qd"), params=("p",))
 def mass_matrix(system: "System", t: Time, q, qd, p: Params) -> Float[Array, "n n"]:
-    r"""The mass matrix $W = \partial^2 L / \partial\dot q^2$ (by autodiff).
+    r"""The mass matrix $W = \partial^2 L / \partial\dot q^2$ (by autodiff, or from the
+    system's `dynamics` where it carries one: e.g. `cx.rigid.from_mjcf`'s tree recursions).
 
     **Example:**
 
@@ -77,7 +88,7 @@ def mass_matrix(system: "System", t: Time, q, qd, p: Params) -> Float[Array, "n 
     q, qd = check_state(q, qd)
     t = as_time(t, q)
     row_layout(system, t, q, qd, p)  # the trace-time shape checks
-    return euler_lagrange_terms(lambda t, q, qd: system.lagrangian(t, q, qd, p), t, q, qd)[0]
+    return lagrangian_terms(system, t, q, qd, p, bias=False)[0]
 
 
 # ----------------------------------------------------------------------------------------

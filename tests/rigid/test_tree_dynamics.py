@@ -12,6 +12,7 @@ for it:
 Errors are relative to the largest entry of the reference.
 """
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -95,6 +96,11 @@ def _lagrangian_terms(imported, q, qd, p):
     return W, Lq - Lqd_dot
 
 
+def _lagrangian_system(system):
+    """The same system without `dynamics`: the engine's autodiff of its Lagrangian."""
+    return cx.System(system.lagrangian, system.constraints, system.force)
+
+
 def _starts(imported):
     return [s for s, _ in imported.tree.quaternion_slices()]
 
@@ -114,7 +120,7 @@ def _compare_with_lagrangian(m, n_states=4, seed=0, params=None):
 
     @jax.jit
     def both(q, qd, p):
-        W, f = dyn.euler_lagrange_terms(q, qd, p)
+        W, f = dyn.euler_lagrange_terms(0.0, q, qd, p)
         Wr, fr = _lagrangian_terms(imported, q, qd, p)
         T, V = dyn.energy(q, qd, p)
         Lr = imported.system.lagrangian(0.0, q, qd, p)
@@ -166,10 +172,12 @@ def test_accelerations_equal_the_engines():
     imported = cx.rigid.from_mjcf(m)
     dyn = TreeDynamics(imported.tree)
 
+    reference = _lagrangian_system(imported.system)
+
     @jax.jit
     def both(q, qd, p):
-        W, f = dyn.euler_lagrange_terms(q, qd, p)
-        ref = cx.accelerations(imported.system, 0.0, q, qd, p, constraint_solver=cx.KKT())
+        W, f = dyn.euler_lagrange_terms(0.0, q, qd, p)
+        ref = cx.accelerations(reference, 0.0, q, qd, p, constraint_solver=cx.KKT())
         return _qdd(imported, W, f, q, qd, p), ref.qdd
 
     rng = np.random.default_rng(7)
@@ -230,7 +238,7 @@ def _compare_with_mujoco(m, n_states=5, seed=0):
 
     @jax.jit
     def ours(q, qd, v, p):
-        W, f = dyn.euler_lagrange_terms(q, qd, p)
+        W, f = dyn.euler_lagrange_terms(0.0, q, qd, p)
         qdd = _qdd(imported, W, f, q, qd, p)
         return dyn.mass_matrix(q, p), dyn.bias(q, v, p), imported.mujoco_acceleration(q, qd, qdd)
 
@@ -277,7 +285,7 @@ def _gradient_case():
     w = jnp.asarray(rng.normal(size=q.shape))
 
     def tree(q):
-        return w @ _qdd(imported, *dyn.euler_lagrange_terms(q, qd, p), q, qd, p)
+        return w @ _qdd(imported, *dyn.euler_lagrange_terms(0.0, q, qd, p), q, qd, p)
 
     def lagrangian(q):
         return w @ _qdd(imported, *_lagrangian_terms(imported, q, qd, p), q, qd, p)
@@ -306,9 +314,9 @@ def test_gradient_equals_central_differences_and_vmap_a_loop():
     np.testing.assert_allclose(grad_tree, fd, rtol=1e-6, atol=1e-6 * np.max(np.abs(fd)))
 
     qs = jnp.stack([q, q + 0.01 * w, q - 0.02 * w])
-    batched = jax.jit(jax.vmap(lambda q: dyn.euler_lagrange_terms(q, qd, p)))(qs)
+    batched = jax.jit(jax.vmap(lambda q: dyn.euler_lagrange_terms(0.0, q, qd, p)))(qs)
     for k in range(3):
-        one = dyn.euler_lagrange_terms(qs[k], qd, p)
+        one = dyn.euler_lagrange_terms(0.0, qs[k], qd, p)
         np.testing.assert_allclose(batched[0][k], one[0], rtol=0, atol=1e-13)
         np.testing.assert_allclose(batched[1][k], one[1], rtol=0, atol=1e-12)
 
@@ -333,6 +341,90 @@ def test_wrong_shapes_are_refused_naming_the_argument():
     ):
         dyn.mass_matrix(jnp.zeros(nv), p)
     with pytest.raises(ValueError, match=rf"`qd` must have shape \(nq,\) = \({nq},\)"):
-        dyn.euler_lagrange_terms(jnp.zeros(nq), jnp.zeros(nv), p)
+        dyn.euler_lagrange_terms(0.0, jnp.zeros(nq), jnp.zeros(nv), p)
     with pytest.raises(ValueError, match=rf"`v` must have shape \(nv,\) = \({nv},\)"):
         dyn.bias(jnp.zeros(nq), jnp.zeros(nq), p)
+
+
+# ----------------------------------------------------------------------------------------
+# The engine's hook: `from_mjcf` systems carry `dynamics=TreeDynamics(tree)`.
+
+
+def _rolling_wheel():
+    """WHEEL_XML with the tyre rolling without slip on the plane z = 0 (nonholonomic rows,
+    whose vakonomic reactions have a curl term)."""
+    imported = cx.rigid.from_mjcf(_own_model(WHEEL_XML))
+    body, shape = imported.wheel("tyre")
+    return imported.with_constraints(cx.rigid.rolling_contact(body, shape))
+
+
+def test_from_mjcf_systems_carry_the_tree_dynamics_through_rebuilds():
+    imported = _rolling_wheel()
+    assert isinstance(imported.system.dynamics, TreeDynamics)  # with_constraints kept it
+    assert len(imported.system.constraints) > 1
+    driven = cx.closed_loop(imported.system, lambda p: p["ctrl"])
+    assert driven.dynamics is imported.system.dynamics
+    with pytest.raises(TypeError, match="`dynamics` must be an AbstractDynamics"):
+        cx.System(imported.system.lagrangian, dynamics=lambda t, q, qd, p: q)
+
+
+ENGINE_MODELS = {
+    "ball_chain": lambda: cx.rigid.from_mjcf(_own_model(BALL_XML)),
+    "rolling_wheel": _rolling_wheel,
+    "humanoid": lambda: cx.rigid.from_mjcf(_gym_model("humanoid")),
+}
+
+
+@pytest.mark.parametrize("prescription", ["dalembert", "vakonomic"])
+@pytest.mark.parametrize(
+    "name", ["ball_chain", "rolling_wheel", pytest.param("humanoid", marks=pytest.mark.slow)]
+)
+def test_engine_accelerations_equal_the_lagrangian_systems(name, prescription):
+    r"""`cx.accelerations` of a `from_mjcf` system (tree dynamics) equals that of the same
+    system without `dynamics` (autodiff of its Lagrangian): accelerations, multipliers and
+    reactions, under d'Alembert and vakonomic (whose $-\mu\cdot c$ part is added by
+    autodiff), with Baumgarte stabilisation (the bias at the state's velocity) and with
+    `Projection` (the bias at a projected velocity). Errors are relative to the field's
+    largest entry, or to the accelerations' where the field is at rounding level (the
+    quaternion norm rows carry no reaction)."""
+    imported = ENGINE_MODELS[name]()
+    system, reference = imported.system, _lagrangian_system(imported.system)
+    vakonomic = prescription == "vakonomic"
+    rng = np.random.default_rng(3)
+    qpos = np.array(imported.tree.qpos0) + 0.3 * rng.normal(size=imported.tree.nq)
+    q, qd = imported.from_mujoco_state(qpos, rng.normal(size=imported.tree.nv))
+    kw = dict(prescription=cx.Vakonomic() if vakonomic else cx.DAlembert())
+
+    @jax.jit
+    def both(q, qd, p, mu, stabilisation):
+        extra = dict(kw, mu=mu) if vakonomic else kw
+        a = cx.accelerations(system, 0.0, q, qd, p, stabilisation=stabilisation, **extra)
+        b = cx.accelerations(reference, 0.0, q, qd, p, stabilisation=stabilisation, **extra)
+        return a, b
+
+    p = dict(imported.params, ctrl=jnp.asarray(rng.uniform(-1, 1, imported.params["ctrl"].size)))
+    m = cx.accelerations(reference, 0.0, q, qd, p).multipliers.size
+    mu = jnp.asarray(rng.normal(size=m)) if vakonomic else None
+    for stabilisation in (cx.Baumgarte(alpha=2.0, beta=3.0), cx.Projection(alpha=2.0)):
+        a, b = both(q, qd + 0.01, p, mu, stabilisation)
+        for field in ("qdd", "multipliers", "reactions"):
+            ours, ref = np.asarray(getattr(a, field)), np.asarray(getattr(b, field))
+            scale = max(np.max(np.abs(ref), initial=0.0), np.max(np.abs(b.qdd)))
+            err = np.max(np.abs(ours - ref), initial=0.0) / scale
+            assert err <= 1e-12, (field, stabilisation, err)
+
+
+def test_gradient_of_a_rollout_equals_the_lagrangian_systems():
+    """`jax.grad` of a short `cx.simulate` of a free and ball-jointed model in its initial
+    velocity: the tree dynamics' equals the Lagrangian's."""
+    imported = cx.rigid.from_mjcf(_own_model(BALL_XML))
+    p = imported.params
+    q0, qd0 = imported.from_mujoco_state(imported.tree.qpos0, 0.3 * jnp.ones(imported.tree.nv))
+
+    def final(system, qd0):
+        sol = cx.simulate(system, q0, qd0, p, t1=0.05, dt0=0.01, solver=diffrax.Heun())
+        return jnp.sum(jnp.sin(sol.q[-1])) + jnp.sum(sol.qd[-1] ** 2)
+
+    g_tree = jax.jit(jax.grad(lambda v: final(imported.system, v)))(qd0)
+    g_ref = jax.jit(jax.grad(lambda v: final(_lagrangian_system(imported.system), v)))(qd0)
+    assert _rel(g_tree, g_ref) <= 1e-10

@@ -89,7 +89,9 @@ class OptimalControlSolution(eqx.Module):
         def force(t, q, qd, p):
             return system.force(t, q, qd, eqx.tree_at(pr.control, p, control(t)))
 
-        replayed = System(system.lagrangian, system.constraints, force=force)
+        replayed = System(
+            system.lagrangian, system.constraints, force=force, dynamics=system.dynamics
+        )
         options = dict(
             stepsize_controller=diffrax.PIDController(rtol=1e-12, atol=1e-12),
             stabilisation=None,

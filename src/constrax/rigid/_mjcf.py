@@ -33,6 +33,7 @@ from ._body import RigidBody
 from ._contacts import Disk, Sphere, body_constraints
 from ._orientation import Quaternion
 from ._so3 import quaternion_multiply, quaternion_to_rotation
+from ._tree_dynamics import TreeDynamics
 
 _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
 _JOINT_NAMES = {_FREE: "free", _BALL: "ball", _SLIDE: "slide", _HINGE: "hinge"}
@@ -474,7 +475,10 @@ class MJCFSystem(eqx.Module):
         """
         extra = body_constraints(*constraints)
         system = System(
-            self.system.lagrangian, (*self.system.constraints, *extra), self.system.force
+            self.system.lagrangian,
+            (*self.system.constraints, *extra),
+            self.system.force,
+            dynamics=self.system.dynamics,
         )
         return eqx.tree_at(lambda s: s.system, self, system)
 
@@ -810,7 +814,10 @@ def from_mjcf(
     params = {k: jnp.asarray(v) for k, v in params.items()}
 
     hinge_slide = [j for j in range(m.njnt) if m.jnt_type[j] in (_SLIDE, _HINGE)]
-    spring_j = np.array([j for j in hinge_slide if m.jnt_stiffness[j] != 0], dtype=int)
+    # Every hinge/slide joint's spring reads `p["jnt_stiffness"]` (zero or not in the file), so
+    # that the Lagrangian and the tree dynamics (`TreeDynamics`) are the same model for every
+    # parameter value, and a stiffness set through `p` acts.
+    spring_j = np.array(hinge_slide, dtype=int)
     spring_a = np.array([int(m.jnt_qposadr[j]) for j in spring_j], dtype=int)
 
     def lagrangian(t, q, qd, p):
@@ -878,7 +885,10 @@ def from_mjcf(
 
             constraints.append(Holonomic(norm, name=f"{jn}.orientation"))
     constraints += _equality_constraints(m, mujoco, tree)
-    system = System(lagrangian, constraints, force=force)
+    # The Euler–Lagrange terms of `lagrangian` by the tree recursions (composite rigid body,
+    # recursive Newton–Euler): the same model, traced and evaluated at a cost that grows like
+    # the tree, not like nested autodiff of its unrolled kinematics.
+    system = System(lagrangian, constraints, force=force, dynamics=TreeDynamics(tree))
 
     coords, dofs = [], []
     for j in range(m.njnt):

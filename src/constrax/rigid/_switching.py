@@ -108,7 +108,10 @@ class _Model(eqx.Module):
         for contact, m in zip(self.contacts, combo, strict=True):
             rows.extend(contact.constraints(MODES[m]))
         return cx.System(
-            self.system.lagrangian, [*rows, *self.system.constraints], self.system.force
+            self.system.lagrangian,
+            [*rows, *self.system.constraints],
+            self.system.force,
+            dynamics=self.system.dynamics,
         )
 
     def evaluate_combo(self, combo, t, q, qd, p, anchors) -> _Eval:

@@ -48,6 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._unconstrained import AbstractDynamics
 from ._so3 import cross, quaternion_to_rotation
 
 _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
@@ -128,6 +129,14 @@ def _vector(x, name: str, size: int, what: str):
 
 # ----------------------------------------------------------------------------------------
 # The static layout of a tree: index arrays and ancestor masks, computed once with numpy.
+
+
+class _Constants:
+    """A static, identity-hashed holder of constants (a `jax.jit` cache key by identity, as
+    a closure is)."""
+
+    def __init__(self, value):
+        self.value = value
 
 
 class _Layout:
@@ -272,7 +281,7 @@ class _Layout:
 # The dynamics.
 
 
-class TreeDynamics(eqx.Module):
+class TreeDynamics(AbstractDynamics):
     r"""Mass matrix and Euler–Lagrange bias of a `KinematicTree` by the composite-rigid-body
     and recursive Newton–Euler algorithms (Featherstone, *Rigid Body Dynamics Algorithms*,
     2008, ch. 5–6), vectorised over all bodies: the traced program has the same size for a
@@ -281,23 +290,34 @@ class TreeDynamics(eqx.Module):
 
     The parameters `p` are those of `from_mjcf` (`body_mass`, `body_inertia`,
     `dof_armature`, `jnt_stiffness`, `qpos_spring`, `gravity`); the geometry is the tree's.
+    As an `AbstractDynamics` it is the `dynamics` of every `from_mjcf` system: the engine
+    reads $(W, f_0)$ from it instead of autodiff of the imported Lagrangian (the time `t`
+    is ignored: the Lagrangian does not depend on it).
 
     **Example:**
 
     ```python
     imported = cx.rigid.from_mjcf(model)
     dyn = TreeDynamics(imported.tree)
-    W, f0 = dyn.euler_lagrange_terms(q, qd, imported.params)   # as autodiff of L
+    W, f0 = dyn.euler_lagrange_terms(0.0, q, qd, imported.params)   # as autodiff of L
     M = dyn.mass_matrix(q, imported.params)                    # MuJoCo's full qM
     ```
     """
 
-    tree: eqx.Module  # KinematicTree
+    _geometry: "_Constants" = eqx.field(static=True)
     layout: _Layout = eqx.field(static=True)
 
     def __init__(self, tree):
-        self.tree = tree
+        # The geometry as static numpy constants, as the imported Lagrangian closes over it:
+        # the parameters `p` are what is differentiated, and a `System` holding this module
+        # may sit in a static field (`cx.Trajectory.system`), where arrays do not belong.
+        self._geometry = _Constants(jax.tree.map(np.asarray, tree))
         self.layout = _Layout(tree.parent, tree.body_joints, tree.joints, tree.nq, tree.nv)
+
+    @property
+    def tree(self):
+        """The `KinematicTree`, its arrays as numpy constants."""
+        return self._geometry.value
 
     # -- kinematics --------------------------------------------------------------------
 
@@ -546,24 +566,44 @@ class TreeDynamics(eqx.Module):
         return out
 
     def euler_lagrange_terms(
-        self, q: Float[Array, " nq"], qd: Float[Array, " nq"], p: dict
-    ) -> tuple[Float[Array, "nq nq"], Float[Array, " nq"]]:
+        self, t, q: Float[Array, " nq"], qd: Float[Array, " nq"], p: dict, bias: bool = True
+    ) -> tuple[Float[Array, "nq nq"], Float[Array, " nq"] | None]:
         r"""$(W, f_0)$ in constrax's coordinates: $W = E^\top M E$ and
         $f_0 = -E^\top(M\dot E\dot q + c(q, E\dot q)) - \partial V_\text{spring}/\partial q$,
         the values that autodiff of the imported Lagrangian gives
         ($W = \partial^2L/\partial\dot q^2$,
-        $f_0 = \partial L/\partial q - (\partial^2L/\partial\dot q\,\partial q)\dot q$)."""
+        $f_0 = \partial L/\partial q - (\partial^2L/\partial\dot q\,\partial q)\dot q$);
+        `t` is ignored; with `bias=False`, `(W, None)`."""
         q, qd = self._state(q, qd)
         L, dt = self.layout, q.dtype
         S, R, t = self._subspaces(q)
         M = self._crb(S, R, t, p, dt)
+        plain = L.quat_q.size == 0 and np.array_equal(L.scalar_q, L.scalar_v)
+        if not bias:
+            E = None if plain else self.qvel_map(q)
+            return (M if plain else E.T @ M @ E), None
         E, v, Edq = self._qvel_and_rate(q, qd)
         c = self._rne(S, R, t, v, jnp.zeros_like(v), p, dt)
-        if L.quat_q.size == 0 and np.array_equal(L.scalar_q, L.scalar_v):
+        if plain:
             return M, -(M @ Edq + c) + self._spring_force(q, p)
         W = E.T @ M @ E
         f0 = -(E.T @ (M @ Edq + c)) + self._spring_force(q, p)
         return W, f0
+
+    def euler_lagrange_rhs(
+        self, t, q: Float[Array, " nq"], qd: Float[Array, " nq"], p: dict
+    ) -> Float[Array, " nq"]:
+        r"""$f_0$ alone, without the mass matrix: one recursive Newton–Euler pass at the
+        acceleration $\dot E\dot q$ gives $M\dot E\dot q + c$ (`t` is ignored)."""
+        q, qd = self._state(q, qd)
+        dt = q.dtype
+        S, R, t = self._subspaces(q)
+        E, v, Edq = self._qvel_and_rate(q, qd)
+        tau = self._rne(S, R, t, v, Edq, p, dt)
+        L = self.layout
+        if not (L.quat_q.size == 0 and np.array_equal(L.scalar_q, L.scalar_v)):
+            tau = E.T @ tau
+        return -tau + self._spring_force(q, p)
 
     def energy(self, q: Float[Array, " nq"], qd: Float[Array, " nq"], p: dict):
         r"""`(T, V)`: kinetic energy $\tfrac12 v^\top M v$ (armature included) and potential
