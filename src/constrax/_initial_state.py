@@ -41,10 +41,12 @@ def _row_violation(system, layout, t, q, qd, p, c):
     return viol
 
 
-def check_initial_state(system, prescription, layout, t, q, qd, mu, p, tolerance, mass):
+def check_initial_state(
+    system, prescription, layout, t, q, qd, mu, p, tolerance, mass, where="constrax.simulate"
+):
     """`q`, or an error if the initial state violates a constraint row by more than
     `tolerance` (skipped for `None`) or, with `mass`, if the mass matrix is not positive
-    definite on ker A there.
+    definite on ker A there. `where` names the caller in the messages.
 
     Checks, not results: they run on `stop_gradient`-ed values, so that differentiating
     `simulate` traces no tangent of them, and build $W$ and $A$ without their bias terms;
@@ -58,10 +60,11 @@ def check_initial_state(system, prescription, layout, t, q, qd, mu, p, tolerance
     if tolerance is not None:
         viol = _row_violation(system, layout, t_, q_, qd_, p_, c)
         msgs = [
-            f"constrax.simulate: the initial state violates constraint row {name} by more than "
+            f"{where}: the initial state violates constraint row {name} by more than "
             f"initial_tolerance={tolerance:g}. Project it with "
-            "cx.consistent_initial_state(...), pass project_initial=True, or raise "
-            "initial_tolerance."
+            "cx.consistent_initial_state(...), "
+            + ("pass project_initial=True, " if where == "constrax.simulate" else "")
+            + "or raise initial_tolerance."
             for name in layout.names
         ]
         q = eqx.branched_error_if(q, jnp.max(viol) > tolerance, jnp.argmax(viol), msgs)
@@ -70,7 +73,7 @@ def check_initial_state(system, prescription, layout, t, q, qd, mu, p, tolerance
         factor = UdwadiaKalaba(throw=False).factor(W, A).L
         n = q.shape[0]
         bad = ~jnp.all(jnp.isfinite(jnp.ravel(factor)[:: n + 1]))
-        q = checked(q, bad, "constrax.simulate: at the initial state, " + _MASS_MSG)
+        q = checked(q, bad, f"{where}: at the initial state, " + _MASS_MSG)
     return q
 
 

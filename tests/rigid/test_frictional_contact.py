@@ -425,3 +425,33 @@ def test_errors_under_jit_name_the_contact():
         jax.block_until_ready(run(p))
     with pytest.raises(RUNTIME, match=r"normal reaction of contact 'ball' reached zero"):
         jax.block_until_ready(run(_params(kz=40.0)))
+
+
+def _off_manifold_state(p):
+    """A state whose unit quaternion is 1 % too long: the system's own
+    `orientation_constraint` row fails at t0; the contact's sliding mode is consistent."""
+    q0, qd0 = _state(p, 3.0)
+    return q0.at[3:].multiply(1.01), qd0
+
+
+def test_initial_state_off_the_systems_own_constraints_is_refused_naming_the_row():
+    p = _params()
+    q0, qd0 = _off_manifold_state(p)
+    g = cx.constraint_residual(SYSTEM, 0.0, q0, qd0, p).position
+    assert float(jnp.max(jnp.abs(g))) > 1e-3  # the reference: the residual itself
+    with pytest.raises(
+        RUNTIME,
+        match=r"cx.rigid.simulate_contacts: the initial state violates constraint row "
+        r"ball\.orientation.* by more than initial_tolerance=1e-08\. Project it with "
+        r"cx.consistent_initial_state\(\.\.\.\), or raise initial_tolerance",
+    ):
+        _run(p, q0, qd0, "sliding")
+
+
+@pytest.mark.slow
+def test_initial_state_off_the_systems_own_constraints_is_refused_under_jit():
+    p = _params()
+    q0, qd0 = _off_manifold_state(p)
+    run = jax.jit(lambda q0: _run(p, q0, qd0, "sliding").q_final)
+    with pytest.raises(RUNTIME, match=r"simulate_contacts: the initial state violates constraint"):
+        jax.block_until_ready(run(q0))

@@ -46,6 +46,9 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int
 import constrax as cx
 
 from .._guards import attach_check
+from .._initial_state import check_initial_state
+from .._layout import row_layout
+from .._tolerances import initial_tolerance as default_initial_tolerance
 from ._frictional_contact import MODES, ROLLING, SLIDING, FrictionalContact, mode_code
 from ._so3 import safe_rsqrt, safe_sqrt
 
@@ -601,6 +604,7 @@ def simulate_contacts(
     root_finder: optx.AbstractRootFinder | None = None,
     adjoint: diffrax.AbstractAdjoint | None = None,
     stabilisation=_DEFAULT,
+    initial_tolerance=_DEFAULT,
     max_switches: int = 16,
     max_steps: int = 4096,
     tolerance: float | None = None,
@@ -639,6 +643,11 @@ def simulate_contacts(
     - `stabilisation`: `cx.Projection(alpha=10.0, beta=0.0)` (default), `cx.Baumgarte`
       or `None` (none); a `Projection` with `beta != 0` is refused (the friction is evaluated at
       the projected velocity, which its position correction would not be).
+    - `initial_tolerance`: the largest violation of `system`'s own constraint rows accepted
+      at `t0` (absolute on holonomic rows, relative to $\max(1, |\dot q|_\infty)$ on
+      velocity rows; default `1e-8`, or `1000 * eps` of the dtype where that is larger), as
+      in `cx.simulate`; `None` skips the check. Project a state first with
+      `cx.consistent_initial_state(system, ...)`.
     - `max_switches`: the budget of segment boundaries (a sliding contact re-anchoring
       its slip direction counts too); exceeding it raises (a Zeno sequence).
     - `tolerance`: relative tolerance of "the slip is zero" (default
@@ -734,6 +743,25 @@ def simulate_contacts(
         adjoint = diffrax.RecursiveCheckpointAdjoint()
     p = jax.tree.map(lambda x: jnp.asarray(x, dtype) if isinstance(x, float) else x, p)
     _check_coefficients(contacts, p)
+    # The system's own rows (e.g. an orientation constraint) at t0; the contacts' rows are
+    # checked against their modes inside the run.
+    if initial_tolerance is _DEFAULT:
+        initial_tolerance = default_initial_tolerance(dtype)
+    if initial_tolerance is not None and system.constraints:
+        layout = row_layout(system, t0a, q0, qd0, p)
+        q0 = check_initial_state(
+            system,
+            None,
+            layout,
+            t0a,
+            q0,
+            qd0,
+            None,
+            p,
+            float(initial_tolerance),
+            False,
+            where="cx.rigid.simulate_contacts",
+        )
     coefficients = tuple(eqx.partition(c, _coefficient_filter(c))[0] for c in contacts)
     out = _run_jit(
         _Static(system, stabilisation, contacts),
