@@ -235,6 +235,80 @@ def test_two_balls_switch_at_their_own_times():
 
 
 # ----------------------------------------------------------------------------------------
+# A two-wheeled cart: its wheels stop slipping one at a time.
+
+
+@pytest.mark.slow
+def test_two_wheeled_cart_wheels_stop_slipping_one_at_a_time():
+    """Two upright solid wheels (mass m, radius a, I = m a^2 / 2 about the axle) on one axle
+    of length d, carrying a chassis of mass M at its midpoint (the Lagrangian's
+    `M |(v1 + v2)/2|^2 / 2` and `M g (z1 + z2)/2`: each wheel takes half its weight, so
+    N = (m + M/2) g). Launched along x without spin, on kinetic friction mu1 < mu2, both
+    wheels skid: the cart (total mass mt = 2m + M) decelerates at (mu1 + mu2) N / mt and
+    wheel i spins up at a mu_i N / I, so slip i falls at (mu1 + mu2) N / mt + 2 mu_i N / m
+    and wheel 2 rolls first, at t_a. Then its friction f2 = mu1 N m / (m + 2 mt) (Newton-Euler
+    with v = a omega2) slows the cart at 2 mu1 N / (m + 2 mt), slip 1 falls at that plus
+    2 mu1 N / m, and wheel 1 rolls at t_b; after that nothing changes the speed."""
+    m, a, M, d, v0 = 1.0, 0.2, 2.0, 0.5, 2.0
+    mu1, mu2, mu_s = 0.2, 0.35, 0.5
+    inertia = m * a**2 * jnp.array([0.25, 0.25, 0.5])
+    w1 = rg.RigidBody(m, inertia, name="wheel1")
+    w2 = rg.RigidBody(m, inertia, offset=w1.size, name="wheel2")
+
+    def L(t, q, qd, p):
+        v_axle = 0.5 * (qd[0:3] + qd[w1.size : w1.size + 3])
+        z_axle = 0.5 * (q[2] + q[w1.size + 2])
+        wheels = w1.kinetic_energy(q, qd) + w2.kinetic_energy(q, qd)
+        return wheels + 0.5 * M * v_axle @ v_axle - G * (m * q[2] + m * q[w1.size + 2] + M * z_axle)
+
+    def axle(t, q, p):  # the wheel centres keep their places on the axle (along y)
+        r1, r2 = q[0:3], q[w1.size : w1.size + 3]
+        return jnp.stack([r2[0] - r1[0], r2[1] - r1[1] - d])
+
+    system = cx.System(
+        L,
+        [cx.Holonomic(axle, name="axle"), w1.orientation_constraint(), w2.orientation_constraint()],
+    )
+    contacts = [
+        rg.FrictionalContact(w, rg.Disk(a), static_friction=mu_s, kinetic_friction=mu)
+        for w, mu in ((w1, mu1), (w2, mu2))
+    ]
+    upright = jnp.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, -1.0, 0.0]])  # axis along y
+    s1 = w1.state(jnp.array([0.0, 0.0, a]), upright, jnp.array([v0, 0, 0]), jnp.zeros(3))
+    s2 = w2.state(jnp.array([0.0, d, a]), upright, jnp.array([v0, 0, 0]), jnp.zeros(3))
+    q0, qd0 = jnp.concatenate([s1[0], s2[0]]), jnp.concatenate([s1[1], s2[1]])
+    out = rg.simulate_contacts(
+        system,
+        contacts,
+        q0,
+        qd0,
+        modes=["sliding", "sliding"],
+        t1=0.5,
+        ts=jnp.linspace(0.0, 0.5, 6),
+        stepsize_controller=TIGHT,
+        max_switches=2,
+    )
+    N, mt = (m + M / 2) * G, 2 * m + M
+    decel_1 = (mu1 + mu2) * N / mt
+    t_a = v0 / (decel_1 + 2 * mu2 * N / m)
+    slip1_a = v0 - (decel_1 + 2 * mu1 * N / m) * t_a
+    decel_2 = 2 * mu1 * N / (m + 2 * mt)
+    t_b = t_a + slip1_a / (decel_2 + 2 * mu1 * N / m)
+    v_final = v0 - decel_1 * t_a - decel_2 * (t_b - t_a)
+    assert mu1 * N * m / (m + 2 * mt) < mu_s * N  # wheel 2 stays in its cone
+    assert int(out.num_switches) == 2
+    assert out.switch_contacts.tolist() == [1, 0]
+    assert out.switch_modes.tolist() == [[1, 0], [0, 0]]
+    np.testing.assert_allclose(np.asarray(out.switch_times), [t_a, t_b], rtol=1e-8)
+    for o in (0, w1.size):
+        np.testing.assert_allclose(np.asarray(out.qd_final[o : o + 3]), [v_final, 0, 0], atol=1e-8)
+    # Kinetic energy lost: rolling at v_final, each wheel spins at v_final / a.
+    E = np.asarray(out.energy())
+    lost = 0.5 * mt * v0**2 - 0.5 * (mt + m) * v_final**2
+    assert abs((E[0] - E[-1]) - lost) <= 1e-8 * mt * v0**2
+
+
+# ----------------------------------------------------------------------------------------
 # Gradients through the switching time.
 
 
