@@ -42,8 +42,9 @@ control, `sol.replay_error()`; CasADi: its node controls interpolated linearly) 
 `cx.simulate` of the constrained system (rtol = atol = 1e-10) from the first node, the
 largest difference from the node states. For constrax also the compile time of the three
 programs behind IPOPT's callbacks (objective and constraints; gradient and Jacobian values;
-Hessian values): trace + lower and XLA compile, each from cold caches (`jax.clear_caches()`), `--repeats` times,
-plus the first solve minus the median of the later ones (the same cost seen by a user).
+Hessian values): trace + lower and XLA compile, each from cold caches
+(`jax.clear_caches()`), `--repeats` times, plus the first solve minus the median of the later
+ones (the same cost seen by a user).
 """
 
 from __future__ import annotations
@@ -58,7 +59,6 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import diffrax  # noqa: E402
-import equinox as eqx  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402

@@ -141,9 +141,7 @@ class IPOPT(eqx.Module):
             intermediate=intermediate,
         )
 
-        problem = cyipopt.Problem(
-            n=L.nz, m=L.nc, problem_obj=callbacks, lb=lo, ub=hi, cl=cl, cu=cu
-        )
+        problem = cyipopt.Problem(n=L.nz, m=L.nc, problem_obj=callbacks, lb=lo, ub=hi, cl=cl, cu=cu)
         options = {
             "tol": float(self.tol),
             "constr_viol_tol": float(self.constr_viol_tol),
