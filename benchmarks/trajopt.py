@@ -40,10 +40,11 @@ Per row: objective, IPOPT status and iterations, solve wall time (min and median
 bound violation, and the replay error: the controls (constrax: its piecewise-quadratic
 control, `sol.replay_error()`; CasADi: its node controls interpolated linearly) applied to
 `cx.simulate` of the constrained system (rtol = atol = 1e-10) from the first node, the
-largest difference from the node states. For constrax also the compile time of the five
-NLP callbacks (objective, gradient, constraints, Jacobian values, Hessian values): trace +
-lower and XLA compile, each from cold caches (`jax.clear_caches()`), `--repeats` times,
-plus the first solve minus the median of the later ones (the same cost seen by a user).
+largest difference from the node states. For constrax also the compile time of the three
+programs behind IPOPT's callbacks (objective and constraints; gradient and Jacobian values;
+Hessian values): trace + lower and XLA compile, each from cold caches
+(`jax.clear_caches()`), `--repeats` times, plus the first solve minus the median of the later
+ones (the same cost seen by a user).
 """
 
 from __future__ import annotations
@@ -58,7 +59,6 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import diffrax  # noqa: E402
-import equinox as eqx  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
@@ -158,23 +158,20 @@ def cartpole_problem(min_time: bool = False) -> cx.fit.OptimalControlProblem:
 
 
 def compile_callbacks(nlp, z0: np.ndarray, repeats: int, hessian: bool = True) -> dict:
-    """Trace + lower and XLA compile of the IPOPT callbacks (the Hessian's only when IPOPT
-    uses it), from cold caches."""
+    """Trace + lower and XLA compile of the programs behind IPOPT's callbacks (`values`:
+    objective and constraints; `derivatives`: gradient and Jacobian; `hessian`, only when
+    IPOPT uses it), from cold caches."""
     z = np.asarray(z0, np.float64)
     lam = np.ones(nlp.layout.nc)
     one = np.asarray(1.0)
-    dynamic, static = eqx.partition(nlp, eqx.is_array)
-    dynamic = jax.tree.map(jnp.asarray, dynamic)
-    leaves, treedef = jax.tree.flatten(static)
-    jitted = lambda name: _ipopt._jitted(treedef, tuple(leaves), name)
+    treedef, leaves, arrays_treedef, arrays = _ipopt._split(nlp)
+    jitted = lambda name: _ipopt._jitted(treedef, leaves, arrays_treedef, name)
     calls = {
-        "objective": (jitted("objective"), (dynamic, z)),
-        "gradient": (jitted("gradient"), (dynamic, z)),
-        "constraints": (jitted("constraints"), (dynamic, z)),
-        "jacobian": (jitted("jacobian"), (dynamic, z)),
+        "values": (jitted("values"), (arrays, z)),
+        "derivatives": (jitted("derivatives"), (arrays, z)),
     }
     if hessian:
-        calls["hessian"] = (jitted("hessian"), (dynamic, z, lam, one))
+        calls["hessian"] = (jitted("hessian"), (arrays, z, lam, one))
     samples = []
     for _ in range(repeats):
         per = {}

@@ -153,6 +153,45 @@ def test_sparse_jacobian_and_hessian_equal_dense_autodiff_and_finite_differences
     )
 
 
+def test_ipopt_callbacks_return_the_programs_values_at_every_point_they_are_asked_for():
+    """The callbacks IPOPT reads share one program per pair (objective and constraints;
+    gradient and Jacobian) and keep the last point's values: asked in any order, at points
+    that alternate, or at a point whose buffer was overwritten in place, each returns the
+    NLP's own value at the point it is given (float64, contiguous), never a stale one."""
+    from constrax.fit._ipopt import _Evaluator
+
+    nlp = fit.HermiteSimpson(4).nlp(parking())
+    L = nlp.layout
+    rng = np.random.default_rng(3)
+    z1, z2 = (0.5 * rng.standard_normal(L.nz) for _ in range(2))
+    lam = rng.standard_normal(L.nc)
+    reference = {
+        "objective": jax.jit(lambda z: nlp.objective(z)),
+        "constraints": jax.jit(lambda z: nlp.constraints(z)),
+        "gradient": jax.jit(jax.grad(lambda z: nlp.objective(z))),
+        "jacobian": jax.jit(lambda z: nlp.jacobian_values(z)),
+    }
+    ev = _Evaluator(nlp, np.float64)
+    buffer = z1.copy()
+    order = [
+        ("constraints", z1), ("objective", z1), ("objective", z2), ("constraints", z1),
+        ("gradient", z2), ("jacobian", z2), ("jacobian", z1), ("gradient", z1),
+        ("objective", z2), ("constraints", buffer),
+    ]  # fmt: skip
+    for name, z in order:
+        got = getattr(ev, name)(z)
+        want = np.asarray(reference[name](jnp.asarray(z)))
+        assert np.asarray(got).dtype == np.float64 and np.asarray(got).flags.c_contiguous
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13, err_msg=name)
+    buffer[:] = z2  # the array last asked for, overwritten in place
+    for name in ("constraints", "objective"):
+        want = np.asarray(reference[name](jnp.asarray(z2)))
+        np.testing.assert_allclose(getattr(ev, name)(buffer), want, rtol=1e-13, atol=1e-13)
+    H = ev.hessian(z1, lam, 0.7)
+    np.testing.assert_allclose(H, np.asarray(nlp.hessian_values(z1, lam, 0.7)), rtol=1e-13)
+    assert H.dtype == np.float64 and H.shape == L.hess_rows.shape
+
+
 # ---------------------------------------------------------------------------------------
 # Reference problems.
 

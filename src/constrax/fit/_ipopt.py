@@ -10,6 +10,7 @@ values of their sparse Jacobian and of the Hessian of the Lagrangian on fixed st
 
 import functools
 import math
+import types
 import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -53,6 +54,8 @@ class NLPResult(NamedTuple):
     objective: float
     multipliers: np.ndarray  # of the constraints
     solved: bool  # the solver's own verdict (checked again by the caller)
+    objective_at_z: float  # the NLP's own objective and constraints at `z` (not the solver's)
+    constraints_at_z: np.ndarray
 
 
 class IPOPT(eqx.Module):
@@ -112,44 +115,33 @@ class IPOPT(eqx.Module):
         lo, hi = nlp.variable_bounds()
         cl, cu = nlp.constraint_bounds()
         dtype = np.asarray(nlp.problem.t1).dtype
-        fns = _compiled(nlp, dtype)
+        evaluator = _Evaluator(nlp, dtype)
         bar = _progress(progress, self.max_iter)
         count = [0]
 
-        class _Callbacks:
-            def objective(self, z):
-                return float(fns.objective(z))
+        def intermediate(alg_mod, it, obj, inf_pr, inf_du, *rest):
+            count[0] = it
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(objective=f"{obj:.6g}", infeasibility=f"{inf_pr:.1e}")
+            if callback is not None and callback(it, obj, inf_pr) is True:
+                return False  # the callback asked to stop
+            return True
 
-            def gradient(self, z):
-                return np.asarray(fns.gradient(z), dtype=np.float64)
-
-            def constraints(self, z):
-                return np.asarray(fns.constraints(z), dtype=np.float64)
-
-            def jacobianstructure(self):
-                return L.jac_rows, L.jac_cols
-
-            def jacobian(self, z):
-                return np.asarray(fns.jacobian(z), dtype=np.float64)
-
-            def hessianstructure(self):
-                return L.hess_rows, L.hess_cols
-
-            def hessian(self, z, lagrange, obj_factor):
-                return np.asarray(fns.hessian(z, lagrange, obj_factor), dtype=np.float64)
-
-            def intermediate(self, alg_mod, it, obj, inf_pr, inf_du, *rest):
-                count[0] = it
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(objective=f"{obj:.6g}", infeasibility=f"{inf_pr:.1e}")
-                if callback is not None and callback(it, obj, inf_pr) is True:
-                    return False  # the callback asked to stop
-                return True
-
-        problem = cyipopt.Problem(
-            n=L.nz, m=L.nc, problem_obj=_Callbacks(), lb=lo, ub=hi, cl=cl, cu=cu
+        # cyipopt reads the callbacks as attributes: the evaluator's bound methods, no
+        # further wrapping.
+        callbacks = types.SimpleNamespace(
+            objective=evaluator.objective,
+            gradient=evaluator.gradient,
+            constraints=evaluator.constraints,
+            jacobianstructure=lambda: (L.jac_rows, L.jac_cols),
+            jacobian=evaluator.jacobian,
+            hessianstructure=lambda: (L.hess_rows, L.hess_cols),
+            hessian=evaluator.hessian,
+            intermediate=intermediate,
         )
+
+        problem = cyipopt.Problem(n=L.nz, m=L.nc, problem_obj=callbacks, lb=lo, ub=hi, cl=cl, cu=cu)
         options = {
             "tol": float(self.tol),
             "constr_viol_tol": float(self.constr_viol_tol),
@@ -175,59 +167,96 @@ class IPOPT(eqx.Module):
         code = int(info["status"])
         msg = info["status_msg"]
         msg = msg.decode() if isinstance(msg, bytes) else str(msg)
+        z = np.asarray(z, np.float64)
         return NLPResult(
-            z=np.asarray(z),
+            z=z,
             status=_STATUS.get(code, f"ipopt_status_{code}"),
             message=msg,
             iterations=count[0],
             objective=float(info["obj_val"]),
             multipliers=np.asarray(info["mult_g"]),
             solved=code == 0,
+            objective_at_z=evaluator.objective(z),
+            constraints_at_z=evaluator.constraints(z),
         )
 
 
-class _Functions(NamedTuple):
-    objective: Callable
-    gradient: Callable
-    constraints: Callable
-    jacobian: Callable
-    hessian: Callable
-
-
-_METHODS = {
-    "objective": lambda nlp, z: nlp.objective(z),
-    "gradient": lambda nlp, z: nlp.objective_gradient(z),
-    "constraints": lambda nlp, z: nlp.constraints(z),
-    "jacobian": lambda nlp, z: nlp.jacobian_values(z),
+# The programs IPOPT's callbacks read, each one XLA program: the values (objective and
+# constraints: IPOPT asks for both at every trial point), the first derivatives (gradient and
+# Jacobian: asked for together at every accepted point) and the Hessian of the Lagrangian.
+_PROGRAMS = {
+    "values": lambda nlp, z: (nlp.objective(z), nlp.constraints(z)),
+    "derivatives": lambda nlp, z: (nlp.objective_gradient(z), nlp.jacobian_values(z)),
     "hessian": lambda nlp, z, lam, s: nlp.hessian_values(z, lam, s),
 }
 
 
 @functools.lru_cache(maxsize=64)
-def _jitted(treedef, leaves: tuple, name: str) -> Callable:
-    """`jax.jit` of one callback for the static part of an NLP (its tree structure and
-    non-array leaves: the user's functions, sizes): compiled once per problem structure,
-    and called with the NLP's arrays flattened once per solve, where an `eqx.filter_jit`
-    call would flatten and hash the whole problem at each of IPOPT's calls."""
-    method = _METHODS[name]
+def _jitted(treedef, leaves: tuple, arrays_treedef, name: str) -> Callable:
+    """`jax.jit` of one program for the static part of an NLP (its tree structure and
+    non-array leaves: the user's functions, sizes), called with the NLP's arrays as a flat
+    tuple (flattened once per solve; an `eqx.filter_jit` call would flatten and hash the
+    whole problem, and a pytree argument be flattened in Python, at each of IPOPT's calls).
+    Compiled once per problem structure."""
+    program = _PROGRAMS[name]
     static = jax.tree.unflatten(treedef, leaves)
-    return jax.jit(lambda dynamic, *args: method(eqx.combine(dynamic, static), *args))
+
+    def fn(arrays, *args):
+        dynamic = jax.tree.unflatten(arrays_treedef, arrays)
+        return program(eqx.combine(dynamic, static), *args)
+
+    return jax.jit(fn)
 
 
-def _compiled(nlp, dtype) -> _Functions:
-    """The NLP's callbacks, compiled once per problem structure."""
+def _split(nlp):
+    """`(static treedef, static leaves, arrays treedef, arrays)` of an NLP: what keys its
+    compiled programs, and the arrays they are called with (on the device once)."""
     dynamic, static = eqx.partition(nlp, eqx.is_array)
-    dynamic = jax.tree.map(jax.numpy.asarray, dynamic)  # on the device once, not per call
+    arrays, arrays_treedef = jax.tree.flatten(dynamic)
     leaves, treedef = jax.tree.flatten(static)
-    as_z = lambda z: np.asarray(z, dtype=dtype)
-    fns = {name: _jitted(treedef, tuple(leaves), name) for name in _METHODS}
-    return _Functions(
-        objective=lambda z: fns["objective"](dynamic, as_z(z)),
-        gradient=lambda z: fns["gradient"](dynamic, as_z(z)),
-        constraints=lambda z: fns["constraints"](dynamic, as_z(z)),
-        jacobian=lambda z: fns["jacobian"](dynamic, as_z(z)),
-        hessian=lambda z, lam, s: fns["hessian"](dynamic, as_z(z), as_z(lam), as_z(s)),
-    )
+    return treedef, tuple(leaves), arrays_treedef, tuple(jax.numpy.asarray(a) for a in arrays)
+
+
+class _Evaluator:
+    """IPOPT's callbacks on one NLP: numpy float64 in and out, each program called once per
+    point. IPOPT evaluates the objective and the constraints at the same trial point, and the
+    gradient and the Jacobian at the same accepted point (cyipopt does not pass IPOPT's
+    `new_x` flag), so each pair is computed by one program and kept for the last point."""
+
+    def __init__(self, nlp, dtype):
+        treedef, leaves, arrays_treedef, self._arrays = _split(nlp)
+        self._fns = {name: _jitted(treedef, leaves, arrays_treedef, name) for name in _PROGRAMS}
+        self._dtype = np.dtype(dtype)
+        self._last = {"values": None, "derivatives": None}
+
+    def _z(self, z) -> np.ndarray:
+        return np.ascontiguousarray(z, dtype=self._dtype)
+
+    def _pair(self, name: str, z):
+        z = self._z(z)
+        last = self._last[name]
+        if last is not None and np.array_equal(last[0], z):
+            return last[1]
+        out = tuple(np.asarray(a, dtype=np.float64) for a in self._fns[name](self._arrays, z))
+        self._last[name] = (z.copy(), out)
+        return out
+
+    def objective(self, z) -> float:
+        return float(self._pair("values", z)[0])
+
+    def constraints(self, z) -> np.ndarray:
+        return self._pair("values", z)[1]
+
+    def gradient(self, z) -> np.ndarray:
+        return self._pair("derivatives", z)[0]
+
+    def jacobian(self, z) -> np.ndarray:
+        return self._pair("derivatives", z)[1]
+
+    def hessian(self, z, lagrange, obj_factor) -> np.ndarray:
+        lam = np.ascontiguousarray(lagrange, dtype=self._dtype)
+        s = np.asarray(obj_factor, dtype=self._dtype)
+        return np.asarray(self._fns["hessian"](self._arrays, self._z(z), lam, s), np.float64)
 
 
 def _progress(enabled: bool, total: int):

@@ -14,7 +14,7 @@ from .._simulate import simulate
 from .._system import System
 from .._trajectory import Trajectory
 from ._collocation import HermiteSimpson
-from ._ipopt import IPOPT, _compiled
+from ._ipopt import IPOPT
 from ._ocp import OptimalControlProblem
 from ._transcription import AbstractTranscription
 
@@ -323,15 +323,18 @@ def solve_optimal_control(
 
 
 def _solution(problem, transcription, nlp, res, violation_tolerance) -> OptimalControlSolution:
-    fns = _compiled(nlp, np.asarray(problem.t1).dtype)
-    z = res.z
-    c = np.asarray(fns.constraints(z))
-    objective = float(fns.objective(z))
+    z, c, objective = res.z, res.constraints_at_z, res.objective_at_z
     vc, vz = _violations(nlp, z, c)
     worst = float(max(vc.max(initial=0.0), vz.max(initial=0.0)))
-    cn, vn = nlp.constraint_names(), nlp.variable_names()
-    items = [(vc[i], cn[i]) for i in np.argsort(-vc)[:5] if vc[i] > violation_tolerance]
-    items += [(vz[i], f"bound on {vn[i]}") for i in np.argsort(-vz)[:5] if vz[i] > 0]
+    # The names of the worst violations (built only when there are any: a few thousand
+    # strings).
+    items = []
+    if vc.max(initial=0.0) > violation_tolerance:
+        cn = nlp.constraint_names()
+        items += [(vc[i], cn[i]) for i in np.argsort(-vc)[:5] if vc[i] > violation_tolerance]
+    if vz.max(initial=0.0) > 0:
+        vn = nlp.variable_names()
+        items += [(vz[i], f"bound on {vn[i]}") for i in np.argsort(-vz)[:5] if vz[i] > 0]
     violated = tuple(f"{name}: {v:.3g}" for v, name in sorted(items, reverse=True)[:5])
     X, shared = (np.asarray(a) for a in nlp.nodes(z))
     U, U_mid = (np.asarray(a) for a in nlp.controls(z))
