@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import jax
+import numpy as np
 import pytest
 
 from constrax.showcase import SECTIONS, main, write_summary
@@ -75,6 +76,10 @@ def test_showcase_figures_are_sane(quick_run):
     tt = s["turntable"]
     assert abs(tt["orbit_rate_nu"] - 2 / 7 * tt["Omega"]) < 1e-12  # homogeneous ball
     assert tt["max_position_error"] < 1e-8
+    fm = s["friction_modes"]  # skid -> roll -> slide, against Newton-Euler's closed forms
+    assert fm["switch_modes"] == [0, 1]  # rolling, then sliding
+    np.testing.assert_allclose(fm["switch_times"], fm["closed_form_switch_times"], rtol=1e-8)
+    assert fm["dissipated_while_rolling"] < 1e-6  # the rolling constraint does no work
     pi = s["parameter_identification"]
     assert pi["converged"] and pi["z_score_max"] < 4.0 and pi["relative_error_max"] < 0.01
     assert 0.5 < pi["rms_normalised_residual"] < 1.5  # residuals at the noise level

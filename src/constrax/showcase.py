@@ -1,6 +1,6 @@
 r"""`python -m constrax.showcase [--out DIR] [--quick]`: constrax on its built-in models.
 
-Runs, in order, and on the models of `constrax.models` only:
+Runs, in order, on the models of `constrax.models` and bodies built with `cx.rigid`:
 
 1. d'Alembert vs vakonomic: the same nonholonomic system under both prescriptions:
    different motions, zero vs non-zero virtual work of the reactions on admissible
@@ -9,17 +9,19 @@ Runs, in order, and on the models of `constrax.models` only:
    systems*, 2016, §1.2) driven through its singular configurations
    $\phi = \pm\pi/2$, where the constraint distribution drops rank;
 3. a ball rolling on a turntable: its closed (circular) orbit;
-4. a parameter identification by gradient through whole trajectories;
-5. a trajectory optimisation of the controls of a nonholonomic vehicle by direct
+4. a pushed ball that skids, rolls, then slides as Coulomb friction decides
+   (`cx.rigid.simulate_contacts`), its switching times against their closed forms;
+5. a parameter identification by gradient through whole trajectories;
+6. a trajectory optimisation of the controls of a nonholonomic vehicle by direct
    collocation and IPOPT (a lane change of the dynamic car), with and without a
    forward-speed floor and a steering-angle bound, each solution's status reported and
    its controls replayed through `cx.simulate`;
-6. a batched Monte-Carlo rollout (thousands of snake carts with random steering),
+7. a batched Monte-Carlo rollout (thousands of snake carts with random steering),
    sharded over every visible device, with its throughput.
 
 Each section writes its PNG figure(s) into the output folder; `summary.md` and
 `summary.json` collect the measured figures. The folder is named at the end.
-Full mode takes about 3 minutes on 2 CPU cores; `--quick` is a smaller version of
+Full mode takes about 4 minutes on 2 CPU cores; `--quick` is a smaller version of
 every section (used by the tests).
 """
 
@@ -36,6 +38,7 @@ SECTIONS = (
     ("dalembert_vs_vakonomic", "dalembert_vakonomic", "d'Alembert vs vakonomic"),
     ("snake_cart", "snake_cart", "Snake cart through its singular configurations"),
     ("turntable", "turntable", "Ball on a turntable"),
+    ("friction_modes", "friction", "Rolling or sliding"),
     ("parameter_identification", "identification", "Parameter identification"),
     ("trajectory_optimisation", "trajopt", "Trajectory optimisation"),
     ("batched_rollouts", "batched", "Batched Monte-Carlo rollouts"),
