@@ -64,16 +64,26 @@ def hand_rollout(vf: Callable, y0, p, t1: float = T1, dt0: float = DT0, **overri
     return jax.tree_util.tree_map(lambda y: y[-1], sol.ys)
 
 
-def constrax_rollout(system: cx.System, q0, qd0, p, t1: float = T1, dt0: float = DT0, **kwargs):
-    """Final state `(q, qd[, mu])` of `cx.simulate(..., constraint_solver=cx.KKT(),
-    stabilisation=None)` with the shared settings: the same equations as the hand-written
-    fields (simulate's default `Projection` is opted out of; pass `stabilisation=` to
-    measure it)."""
-    kwargs = {"constraint_solver": cx.KKT(), "stabilisation": None, **kwargs}
-    traj = cx.simulate(system, q0, qd0, p, **{**solve_kwargs(t1, dt0), **kwargs})
+def _final_state(traj):
     if traj.mu is None:
         return traj.q[-1], traj.qd[-1]
     return traj.q[-1], traj.qd[-1], traj.mu[-1]
+
+
+def constrax_rollout(system: cx.System, q0, qd0, p, t1: float = T1, dt0: float = DT0, **kwargs):
+    """Final state `(q, qd[, mu])` of `cx.simulate(..., constraint_solver=cx.KKT(),
+    stabilisation=None)` with the shared settings: the same equations as the hand-written
+    fields (simulate's default stabilisation is opted out of; pass `stabilisation=` to
+    measure it)."""
+    kwargs = {"constraint_solver": cx.KKT(), "stabilisation": None, **kwargs}
+    return _final_state(cx.simulate(system, q0, qd0, p, **{**solve_kwargs(t1, dt0), **kwargs}))
+
+
+def defaults_rollout(system: cx.System, q0, qd0, p, t1: float = T1, dt0: float = DT0, **kwargs):
+    """Final state of `cx.simulate` with its default `stabilisation` and
+    `constraint_solver` (what users run) and the shared integration settings: the
+    "defaults" contender beside the like-for-like `constrax_rollout`."""
+    return _final_state(cx.simulate(system, q0, qd0, p, **{**solve_kwargs(t1, dt0), **kwargs}))
 
 
 def final_state_loss(state) -> jax.Array:
@@ -134,6 +144,7 @@ def model_case(name: str, title: str, build: Callable, hand_vf: Callable, **kw) 
                 system, q0, qd0, p, stabilisation=None, **solve
             ),
             "hand": lambda q0, qd0, p: hand_rollout(hand_vf, (q0, qd0), p, **solve),
+            "defaults": lambda q0, qd0, p: defaults_rollout(system, q0, qd0, p, **solve),
         }
 
     accelerations = {

@@ -153,29 +153,33 @@ def bench_pair(
     compiles: int,
     fresh: tuple[str, str] | None = None,
 ):
-    """Compile (cold, interleaved) and time (interleaved) constrax against hand-written.
+    """Compile (cold, interleaved) and time (interleaved) constrax against hand-written,
+    and a `"defaults"` contender (constrax with its default options) where `factories`
+    has one (its ratios to hand-written under the prefix `defaults_`).
 
     With `fresh = (case, kind)` the compile times come from new processes
     (`compile_times_fresh`) instead.
 
     **Returns:** `{"run": timings with ratios, "compile": compile stats with ratios,
     "max_abs_diff": max |constrax - hand| of the outputs, "max_rel_diff": the same over
-    the largest |hand| entry}`.
+    the largest |hand| entry[, "defaults_max_abs_diff", "defaults_max_rel_diff"]}`.
     """
     compiled, ctimes = compile_times(factories, args, 1 if fresh else compiles)
     if fresh:
         ctimes = compile_times_fresh(*fresh, list(factories), compiles)
     timings, outputs = time_calls(compiled, args, repeats)
-    add_ratios(timings)
-    for stage in ("trace_lower", "xla", "total"):
-        for key in ("min_s", "cpu_min_s"):
-            a, b = ctimes["constrax"][stage][key], ctimes["hand"][stage][key]
-            ctimes.setdefault("ratios", {})[f"{stage}_{key[:-2]}"] = a / b
-    diff = max_abs_diff(outputs["constrax"], outputs["hand"])
+    contenders = [c for c in ("constrax", "defaults") if c in factories]
     scale = max(float(jnp.max(jnp.abs(x))) for x in jax.tree_util.tree_leaves(outputs["hand"]))
-    return {
-        "run": timings,
-        "compile": ctimes,
-        "max_abs_diff": diff,
-        "max_rel_diff": diff / scale,  # relative to the largest entry of the hand output
-    }
+    out = {"run": timings, "compile": ctimes}
+    for name in contenders:
+        prefix = "" if name == "constrax" else f"{name}_"
+        add_ratios(timings, num=name, prefix=prefix)
+        for stage in ("trace_lower", "xla", "total"):
+            for key in ("min_s", "cpu_min_s"):
+                a, b = ctimes[name][stage][key], ctimes["hand"][stage][key]
+                ctimes.setdefault(f"{prefix}ratios", {})[f"{stage}_{key[:-2]}"] = a / b
+        diff = max_abs_diff(outputs[name], outputs["hand"])
+        out[f"{prefix}max_abs_diff"] = diff
+        # relative to the largest entry of the hand output
+        out[f"{prefix}max_rel_diff"] = diff / scale
+    return out

@@ -91,7 +91,7 @@ def select(only: list[str] | None) -> list[str]:
 
 
 def _run_row(title, kind, r, v):
-    a, b = r["constrax"], r["hand"]
+    a, b, d = r["constrax"], r["hand"], r.get("defaults")
     return [
         title, kind,
         f"{ms(a['cpu_min_s'])} ({ms(a['cpu_median_s'])})",
@@ -100,16 +100,21 @@ def _run_row(title, kind, r, v):
         f"{ms(b['min_s'])} ({ms(b['median_s'])})", f"{r['ratio_min']:.2f}",
         f"≤ {v['ratio_max']}" if v else "—",
         f"{yes(v['met_cpu_time'])} / {yes(v['met_wall_time'])}" if v else "—",
+        f"{ms(d['cpu_min_s'])} ({ms(d['cpu_median_s'])})" if d else "—",
+        f"{r['defaults_ratio_cpu_min']:.2f}" if d else "—",
     ]  # fmt: skip
 
 
 def _compile_row(title, kind, c):
     s = lambda name, stage: f"{c[name][stage]['cpu_min_s']:.2f}"
+    d = "defaults_ratios" in c
     return [
         title, kind, s("constrax", "trace_lower"), s("constrax", "xla"),
         s("hand", "trace_lower"), s("hand", "xla"),
         f"{c['ratios']['trace_lower_cpu_min']:.2f}", f"{c['ratios']['xla_cpu_min']:.2f}",
         f"{c['ratios']['total_cpu_min']:.2f} ({c['ratios']['total_min']:.2f})",
+        s("defaults", "total") if d else "—",
+        f"{c['defaults_ratios']['total_cpu_min']:.2f}" if d else "—",
     ]  # fmt: skip
 
 
@@ -126,11 +131,11 @@ def count_rows(counts: dict, titles: dict) -> list[list]:
 COUNT_HEADER = ["case", "vector field", "its VJP", "`accelerations(...).qdd`", "its VJP"]
 RUN_HEADER = (
     "case | measure | constrax CPU | hand CPU | ratio CPU | constrax wall | hand wall "
-    "| ratio wall | target | met (CPU / wall)"
+    "| ratio wall | target | met (CPU / wall) | defaults CPU | defaults / hand CPU"
 ).split(" | ")
 COMPILE_HEADER = (
     "case | measure | constrax trace+lower | constrax XLA | hand trace+lower | hand XLA "
-    "| ratio trace+lower | ratio XLA | ratio total"
+    "| ratio trace+lower | ratio XLA | ratio total | defaults total | defaults / hand total"
 ).split(" | ")
 
 
@@ -161,6 +166,11 @@ def markdown(res: dict) -> str:
             agree.append(
                 f"{r['title']} {ro['max_abs_diff']:.1e} ({ro['max_rel_diff']:.1e}), gradient "
                 f"{gr['max_abs_diff']:.1e} ({gr['max_rel_diff']:.1e})"
+                + (
+                    f"; defaults {ro['defaults_max_abs_diff']:.1e}"
+                    if "defaults_max_abs_diff" in ro
+                    else ""
+                )
             )
         counts = {n: res["cases"][n]["jaxpr_counts"] for n in cases}
         titles = {n: res["cases"][n]["title"] for n in cases}
@@ -173,7 +183,11 @@ def markdown(res: dict) -> str:
             "process CPU time, *wall* = elapsed time; ratio = constrax / hand-written, of the "
             "minima, same run. Rollout: final state of Tsit5 fixed steps; gradient: "
             "`jax.grad` of the sum of squares of the final state with respect to the "
-            "parameters. CPU time is the one to trust on a busy machine.",
+            "parameters. CPU time is the one to trust on a busy machine. *constrax* runs "
+            "like for like (`constraint_solver=cx.KKT()`, `stabilisation=None`, the "
+            "equations of the hand-written field); *defaults* is the same call with "
+            "`cx.simulate`'s default `constraint_solver` and `stabilisation` (what users "
+            "run; same steps and solver), in the same run.",
             "",
             *md_table(RUN_HEADER, run_rows),
             "",
@@ -216,7 +230,7 @@ def bench_rollout_case(case: RolloutCase, cfg: dict) -> dict:
          case.gradient_target),
     ):  # fmt: skip
         print(f"  {case.name} {kind}", flush=True)
-        factories = {k: (lambda k=k, make=make: make()[k]) for k in ("constrax", "hand")}
+        factories = {k: (lambda k=k, make=make: make()[k]) for k in make()}
         fresh = (case.name, kind) if cfg.get("fresh_process") else None
         out[kind] = bench_pair(factories, args, reps, creps, fresh)
         out[kind]["target"] = verdict(out[kind]["run"], target)

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 
 import constrax as cx
 
-from .._cases import RolloutCase, constrax_rollout, hand_rollout
+from .._cases import RolloutCase, constrax_rollout, defaults_rollout, hand_rollout
 
 MU0 = 0.2
 
@@ -80,10 +80,14 @@ def _rollouts(vakonomic: bool):
                 "hand": lambda q0, qd0, mu0, p: hand_rollout(
                     vakonomic_hand_vf, (q0, qd0, mu0), p, **kw
                 ),
+                "defaults": lambda q0, qd0, mu0, p: defaults_rollout(
+                    sys_, q0, qd0, p, prescription=cx.Vakonomic(), mu0=mu0, **kw
+                ),
             }
         return {
             "constrax": lambda q0, qd0, p: constrax_rollout(sys_, q0, qd0, p, **kw),
             "hand": lambda q0, qd0, p: hand_rollout(dalembert_hand_vf, (q0, qd0), p, **kw),
+            "defaults": lambda q0, qd0, p: defaults_rollout(sys_, q0, qd0, p, **kw),
         }
 
     return make

@@ -10,7 +10,7 @@ import numpy as np
 
 import constrax as cx
 
-from .._cases import RolloutCase, constrax_rollout, hand_rollout
+from .._cases import RolloutCase, constrax_rollout, defaults_rollout, hand_rollout
 
 PARAMS = {"m_b": 1.0, "m_w": 0.2, "J_b": 0.3, "J_w": 0.25, "l": 1.0, "tau": 0.3}
 
@@ -104,6 +104,7 @@ def rollouts(**kw):
     return {
         "constrax": lambda q0, qd0, p: constrax_rollout(sys_, q0, qd0, p, **kw),
         "hand": lambda q0, qd0, p: hand_rollout(hand_vf, (q0, qd0), p, **kw),
+        "defaults": lambda q0, qd0, p: defaults_rollout(sys_, q0, qd0, p, **kw),
     }
 
 
