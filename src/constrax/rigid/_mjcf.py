@@ -12,9 +12,10 @@ The Lagrangian is
 $L = \sum_b \tfrac12 m_b|\dot c_b|^2 + \tfrac12\Omega_b^\top I_b\Omega_b
 + \tfrac12\sum_k a_k v_k^2 - \sum_b(-m_b\,g\cdot c_b) - \sum_j\tfrac12 k_j(q_j - q^s_j)^2$
 with $c_b$ the centre of mass, $\Omega_b$ the angular velocity in the principal frame,
-$v = J(q)\dot q$ MuJoCo's `qvel` and $a$ the armature; joint damping and actuators are a
-generalized force $Q = J^\top(-d\odot v + \tau_\text{act})$; equality constraints are
-`cx.Holonomic` rows. See `docs/interop/mjcf.md`.
+$v = J(q)\dot q$ MuJoCo's `qvel` and $a$ the armature (plus MuJoCo 4's polynomial spring
+terms $\tfrac13 k_1\Delta^3 + \tfrac14 k_2\Delta^4$); joint damping and actuators are a
+generalized force $Q = J^\top(-(d_0 + d_1|v| + d_2v^2)\odot v + \tau_\text{act})$;
+equality constraints are `cx.Holonomic` rows. See `docs/interop/mjcf.md`.
 """
 
 from collections.abc import Callable
@@ -571,20 +572,26 @@ def from_mjcf(
     joints as generalized coordinates of the kinematic tree (ball and free joints as unit
     quaternions, scalar first, with their norm rows as `cx.Holonomic`), gravity, armature
     (added to the kinetic energy as $\tfrac12 a_k v_k^2$, i.e. to MuJoCo's mass matrix
-    diagonal), hinge/slide springs (`stiffness`, `springref`), joint damping and actuators
+    diagonal), hinge/slide springs (`stiffness`, `springref`; MuJoCo 4's polynomial
+    `stiffness="k0 k1 k2"`, spring force $-(k_0\Delta + k_1\Delta^2 + k_2\Delta^3)$), joint
+    damping ($-(d_0 + d_1|v| + d_2v^2)v$ with MuJoCo 4's polynomial `damping`) and actuators
     (`motor`/`general`/`position`/`velocity` without dynamics, joint transmission on
-    hinge/slide joints, fixed or affine gain and bias, `ctrlrange`/`forcerange` clamping)
-    as a generalized force, and active `connect`, `weld` and `joint` equality constraints as
+    hinge/slide joints, fixed or affine gain and bias, `ctrlrange`/`forcerange` clamping,
+    none from the groups `<option actuatorgroupdisable>` switches off) as a generalized
+    force, and active `connect`, `weld` and `joint` equality constraints as
     exact `cx.Holonomic` rows (MuJoCo's are soft: see `docs/interop/mjcf.md`).
 
-    Anything else that acts on the dynamics raises `MJCFError` naming the element: tendons
-    with stiffness, damping, friction or actuators, flexes/composites, fluid forces, mocap
-    bodies, gravity compensation, actuator dynamics, other transmissions and equality types.
+    Anything else that acts on the dynamics raises one `MJCFError` naming every such element
+    (`MJCFError.problems`, one line each): tendons with stiffness, damping, friction or
+    actuators, flexes/composites, fluid forces, mocap bodies, gravity compensation, actuator
+    dynamics and actuator damping, other transmissions and equality types.
     Joint and tendon limits, collisions and friction loss are inequality or contact
     phenomena that a constrained Lagrangian system does not represent: they raise too unless
     MuJoCo's own model disables them (`m.opt.disableflags`: `mjDSBL_LIMIT`,
-    `mjDSBL_CONTACT`, `mjDSBL_FRICTIONLOSS`) or `ignore` names them. Tendons that exert no
-    force once limits are ignored are accepted (they do nothing). Disabled gravity, springs,
+    `mjDSBL_CONTACT`, `mjDSBL_FRICTIONLOSS`, or `mjDSBL_CONSTRAINT` for all) or `ignore`
+    names them. Tendons that exert no force once limits are ignored are accepted (they do
+    nothing); a tendon limit that `ignore` drops warns (`MJCFWarning`, naming the tendon and
+    the joints it couples). Disabled gravity, springs,
     damping or actuation (`mjDSBL_GRAVITY`, `..._SPRING`, `..._DAMPER`, `..._ACTUATION`) are
     honoured.
 
@@ -597,7 +604,8 @@ def from_mjcf(
 
     **Returns:** an `MJCFSystem`; its `params` are arrays with MuJoCo's field names and
     shapes: `body_mass` `(nbody,)`, `body_inertia` `(nbody, 3)`, `dof_damping`,
-    `dof_armature` `(nv,)`, `jnt_stiffness` `(njnt,)`, `qpos_spring` `(nq,)`,
+    `dof_armature` `(nv,)`, `dof_dampingpoly` `(nv, 2)`, `jnt_stiffness` `(njnt,)`,
+    `jnt_stiffnesspoly` `(njnt, 2)` (zeros before MuJoCo 4), `qpos_spring` `(nq,)`,
     `actuator_gear` `(nu, 6)`, `actuator_gainprm`, `actuator_biasprm` `(nu, 10)`,
     `actuator_ctrlrange`, `actuator_forcerange` `(nu, 2)`, `ctrl` `(nu,)`, `gravity` `(3,)`
     (row 0 of the body arrays is the world). Geometry is fixed at import.
