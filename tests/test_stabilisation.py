@@ -95,6 +95,35 @@ def test_consistent_initial_state_differentiates_as_the_radial_projection():
     np.testing.assert_allclose(gq, (q0 / jnp.linalg.norm(q0)) @ jnp.array([1.0, 2.0]), rtol=1e-10)
 
 
+def test_consistent_initial_state_projects_through_redundant_rows():
+    # The circle written twice (and once more as a multiple): J = dg/dq has rank 1 with 3
+    # rows, where a QR or LU Gauss-Newton step is NaN and the projection stopped at q0
+    # (issue 21). Minimum-norm steps project as for the single row: l q0/|q0| (the
+    # closed form above), dq/dl = q0/|q0|, under jit, vmap and grad as well.
+    circle = lambda t, q, p: q @ q - p["l"] ** 2
+    L = _pendulum_of_length().lagrangian
+    twice = lambda t, q, p: jnp.stack([circle(t, q, p), 2.0 * circle(t, q, p)])
+    system = cx.System(L, [cx.Holonomic(circle), cx.Holonomic(twice)])
+    q0, qd0 = jnp.array([1.1, -0.4]), jnp.array([0.3, 1.0])
+
+    def projected(l, q0=q0):
+        return cx.consistent_initial_state(system, 0.0, q0, qd0, {"l": l})
+
+    for fn in (projected, jax.jit(projected)):
+        q, qd = fn(1.3)
+        np.testing.assert_allclose(q, 1.3 * q0 / jnp.linalg.norm(q0), rtol=1e-12)
+        np.testing.assert_allclose(q @ qd, 0.0, atol=1e-12)
+    q, _ = cx.consistent_initial_state(system, 0.0, q0, qd0, {"l": 1.3}, throw=False)
+    np.testing.assert_allclose(q, 1.3 * q0 / jnp.linalg.norm(q0), rtol=1e-12)
+    batch = jnp.stack([q0, 2.0 * q0, jnp.array([-0.5, 0.9])])
+    qb, _ = jax.vmap(lambda x: projected(1.3, x))(batch)
+    np.testing.assert_allclose(
+        qb, 1.3 * batch / jnp.linalg.norm(batch, axis=1, keepdims=True), rtol=1e-12
+    )
+    dq = jax.jacfwd(lambda l: projected(l)[0])(1.3)
+    np.testing.assert_allclose(dq, q0 / jnp.linalg.norm(q0), rtol=1e-10)
+
+
 def test_gradient_of_simulate_with_project_initial_matches_central_differences():
     # The initial state follows the parameter onto its own constraint manifold, so the
     # derivative is that of a consistent motion (with a fixed q0 it would be the derivative

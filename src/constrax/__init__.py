@@ -87,6 +87,10 @@ from ._step_size import StepSizeWarning as StepSizeWarning
 from ._system import System as System
 from ._terms import mass_matrix as mass_matrix
 from ._trajectory import Trajectory as Trajectory
+from ._unconstrained import (
+    AbstractDynamics as AbstractDynamics,
+    LagrangianDynamics as LagrangianDynamics,
+)
 
 __version__ = "0.1.0"
 

@@ -137,7 +137,12 @@ def consistent_initial_state(
     if any(con.has_position_rows for con in system.constraints):
         sol = optx.least_squares(
             lambda y, _: position_residual(system, t0, y, p),
-            optx.GaussNewton(rtol=rtol, atol=atol),
+            # Minimum-norm steps (an SVD pseudo-inverse of J): redundant rows (a closed
+            # loop whose connect and weld fix the same freedom twice) leave J rank-deficient,
+            # where a QR or LU step is NaN and the iteration would stop at `q0`.
+            optx.GaussNewton(
+                rtol=rtol, atol=atol, linear_solver=lx.AutoLinearSolver(well_posed=False)
+            ),
             q0,
             max_steps=max_steps,
             throw=False,

@@ -23,48 +23,25 @@ from ._custom_types import Params, Time
 from ._layout import row_layout
 from ._state import as_time, check_state
 from ._system import System
+from ._unconstrained import (
+    LagrangianDynamics,
+    euler_lagrange_rhs as euler_lagrange_rhs,
+    euler_lagrange_terms as euler_lagrange_terms,
+)
 
 # ----------------------------------------------------------------------------------------
 # Lagrangian terms.
 
 
-def _gradients(lagrangian: Callable) -> Callable:
-    return jax.grad(lagrangian, argnums=(1, 2))
-
-
-def euler_lagrange_terms(
-    lagrangian: Callable, t: Time, q: Float[Array, " n"], qd: Float[Array, " n"], bias: bool = True
-) -> tuple[Float[Array, "n n"], Float[Array, " n"] | None]:
-    r"""$(W, f_0)$ with $W = \partial^2 L/\partial\dot q^2$ and
-    $f_0 = \partial L/\partial q - (\partial^2 L/\partial\dot q\partial q)\dot q
-    - \partial^2 L/\partial\dot q\partial t$, for `lagrangian(t, q, qd)`.
-
-    $W$ is the forward Jacobian of $\partial L/\partial\dot q$ in $\dot q$ alone, $f_0$
-    `euler_lagrange_rhs`: no tangents that are known to be zero. With `bias=False`, $W$
-    and `None` (the caller evaluates $f_0$ elsewhere).
-    """
-    W = jax.jacfwd(jax.grad(lagrangian, argnums=2), argnums=2)(t, q, qd)
-    return W, euler_lagrange_rhs(lagrangian, t, q, qd) if bias else None
-
-
-def euler_lagrange_rhs(lagrangian: Callable, t, q, qd) -> Float[Array, " n"]:
-    r"""$f_0$ alone: one `jax.jvp` of $(\partial L/\partial q, \partial L/\partial\dot q)$
-    along $(1, \dot q)$ in $(t, q)$ with $\dot q$ fixed (no mass matrix)."""
-    grads = _gradients(lagrangian)
-    (Lq, _), (_, Lqd_dot) = jax.jvp(
-        lambda t_, q_: grads(t_, q_, qd), (t, q), (jnp.ones_like(t), qd)
-    )
-    return Lq - Lqd_dot
-
-
 def lagrangian_terms(
     system: "System", t: Time, q, qd, p: Params, bias: bool = True
 ) -> tuple[Float[Array, "n n"], Float[Array, " n"] | None]:
-    """`euler_lagrange_terms` of `system.lagrangian`, or the same terms from
-    `system.dynamics` where the system carries one (`AbstractDynamics`)."""
-    if system.dynamics is not None:
-        return system.dynamics.euler_lagrange_terms(t, q, qd, p, bias)
-    return euler_lagrange_terms(lambda t, q, qd: system.lagrangian(t, q, qd, p), t, q, qd, bias)
+    """$(W, f_0)$ from `system.dynamics` where the system carries one (`AbstractDynamics`),
+    else from autodiff of `system.lagrangian` (`LagrangianDynamics`)."""
+    dynamics = system.dynamics
+    if dynamics is None:
+        dynamics = LagrangianDynamics(system.lagrangian)
+    return dynamics.euler_lagrange_terms(t, q, qd, p, bias)
 
 
 def generalized_force(system: "System", t, q, qd, p) -> Float[Array, " n"]:

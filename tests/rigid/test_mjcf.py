@@ -17,6 +17,7 @@ MuJoCo reference.
 """
 
 import os
+import warnings
 from typing import ClassVar
 
 import diffrax
@@ -113,6 +114,37 @@ EQUALITY_XML = """
 </mujoco>"""
 
 
+# MuJoCo 4's polynomial damping -(d0 + d1|v| + d2 v^2) v and stiffness
+# -(k0 d + k1 d^2 + k2 d^3), and actuators in groups (`actuatorgroupdisable` switches some off;
+# groups outside 0-30 are never disabled).
+POLY_XML = """
+<mujoco model="poly">
+  <OPTION
+  <worldbody>
+    <body name="b" pos="0 0 1">
+      <joint name="j" type="hinge" axis="0 1 0" damping="0.1 0.8 0.3" stiffness="1 3 2"
+             springref="10"/>
+      <geom type="capsule" fromto="0 0 0 0.4 0 -0.3" size="0.05" contype="0" conaffinity="0"/>
+      <body name="c" pos="0.4 0 -0.3">
+        <joint name="k" type="slide" axis="1 0 0.3" damping="0 0.5" stiffness="0.5 0 4"/>
+        <geom type="sphere" size="0.1" contype="0" conaffinity="0"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor name="a" joint="j" group="2"/>
+    <motor name="b" joint="k" gear="2"/>
+    <motor name="c" joint="j" group="31"/>
+  </actuator>
+</mujoco>"""
+
+
+def _poly_model(option: str = ""):
+    if not hasattr(mujoco.MjModel, "dof_dampingpoly"):
+        pytest.skip("polynomial damping and stiffness are MuJoCo 4's")
+    return mujoco.MjModel.from_xml_string(POLY_XML.replace("<OPTION", option))
+
+
 def _full_mass_matrix(m, data):
     M = np.zeros((m.nv, m.nv))
     try:
@@ -190,6 +222,42 @@ def test_ball_joints_actuators_springs_armature_match_mujoco():
     err_M, err_a = _compare_forward(_ball_model(), n_states=20, seed=1)
     assert err_M <= 1e-9
     assert err_a <= 1e-9
+
+
+@pytest.mark.parametrize(
+    "option", ["", '<option actuatorgroupdisable="2"/>', '<option actuatorgroupdisable="0 2"/>']
+)
+def test_polynomial_damping_stiffness_and_actuator_groups_match_mujoco(option):
+    """MuJoCo 4's `damping="d0 d1 d2"` and `stiffness="k0 k1 k2"` and the actuator groups
+    that `<option actuatorgroupdisable>` switches off: MuJoCo's mj_fullM and qacc (before,
+    the higher coefficients and the disabled groups were dropped: qacc off by 26-67 %)."""
+    err_M, err_a = _compare_forward(_poly_model(option), n_states=10, seed=2)
+    assert err_M <= 1e-9
+    assert err_a <= 1e-9
+
+
+def test_polynomial_coefficients_are_differentiable_parameters():
+    """d qdd / d(jnt_stiffnesspoly, dof_dampingpoly) by jax.grad equals central differences."""
+    imported = cx.rigid.from_mjcf(_poly_model())
+    q, qd = jnp.array([0.4, -0.3]), jnp.array([1.2, -0.7])
+
+    def qdd(k, d):
+        p = dict(imported.params, jnt_stiffnesspoly=k, dof_dampingpoly=d)
+        return cx.accelerations(imported.system, 0.0, q, qd, p).qdd @ jnp.array([1.0, 0.3])
+
+    k, d = imported.params["jnt_stiffnesspoly"], imported.params["dof_dampingpoly"]
+    gk, gd = jax.jit(jax.grad(qdd, argnums=(0, 1)))(k, d)
+    h = 1e-6
+    for g, x, which in ((gk, k, 0), (gd, d, 1)):
+        for idx in np.ndindex(*x.shape):
+            e = jnp.zeros_like(x).at[idx].set(h)
+            args = [k, d]
+            args[which] = x + e
+            hi = qdd(*args)
+            args[which] = x - e
+            fd = (hi - qdd(*args)) / (2 * h)
+            assert abs(float(g[idx]) - float(fd)) <= 1e-7 * max(1.0, abs(float(fd)))
+    assert np.abs(np.asarray(gk)).max() > 0 and np.abs(np.asarray(gd)).max() > 0
 
 
 def test_kinematics_and_state_map_match_mujoco():
@@ -463,16 +531,103 @@ def test_contacts_and_limits_need_an_explicit_choice():
         cx.rigid.from_mjcf(3.0)
 
 
-def test_inert_tendon_is_accepted():
-    """A tendon that exerts no force (no stiffness, damping, friction, actuator; its limit
-    ignored with the joint limits) changes nothing: the humanoid's fixed tendons."""
+def test_inert_tendon_is_accepted_and_its_dropped_limit_named():
+    """A tendon that exerts no force (no stiffness, damping, friction, actuator) is
+    accepted; its limit, dropped with the joint limits by `ignore`, couples the joints it
+    spans (a narrow range is an equality: the Shadow hand's coupled finger joints), so the
+    import warns naming it, its range and its joints. MuJoCo's own flags disabling limits
+    make the same model as MuJoCo's: no warning."""
     xml = _xml(
-        extra='<tendon><fixed name="t" limited="true" range="-0.1 0.1">'
-        '<joint joint="j" coef="1"/></fixed></tendon>'
+        extra='<tendon><fixed name="t" limited="true" range="-0.01 0.01">'
+        '<joint joint="j" coef="1"/><joint joint="k" coef="-1"/></fixed></tendon>'
     )
     with pytest.raises(cx.rigid.MJCFError, match="tendon 't': tendon limits"):
         cx.rigid.from_mjcf(xml)
-    assert cx.rigid.from_mjcf(xml, ignore="limits").coordinates == ("j", "k")
+    with pytest.warns(
+        cx.rigid.MJCFWarning,
+        match=r"drops the limits of tendon 't' \(range \[-0.01, 0.01\]\) coupling joint 'j', "
+        "joint 'k'",
+    ):
+        imported = cx.rigid.from_mjcf(xml, ignore="limits")
+    assert imported.coordinates == ("j", "k")
+    m = mujoco.MjModel.from_xml_string(xml)
+    m.opt.disableflags |= int(D.mjDSBL_LIMIT)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cx.rigid.from_mjcf(m).coordinates == ("j", "k")
+
+
+def test_every_unsupported_element_is_reported_in_one_error():
+    xml = _xml(
+        'range="-1 1" limited="true" frictionloss="0.1"',
+        extra='<tendon><fixed name="t" stiffness="1"><joint joint="k" coef="1"/></fixed>'
+        '</tendon><actuator><general name="a" joint="j" dyntype="filter"/>'
+        '<general name="u" joint="k" gaintype="user"/></actuator>',
+        option='<option density="1.2"/>',
+    )
+    with pytest.raises(cx.rigid.MJCFError, match="5 elements of the model") as info:
+        cx.rigid.from_mjcf(xml, ignore=("limits",))
+    problems = info.value.problems
+    assert len(problems) == 5
+    for name in (
+        "fluid forces",
+        "joint 'j': frictionloss",
+        "tendon 't'",
+        "actuator 'a'",
+        "actuator 'u'",
+    ):
+        assert sum(name in line for line in problems) == 1, name
+        assert name in str(info.value)
+    with pytest.raises(cx.rigid.MJCFError) as info:
+        cx.rigid.from_mjcf(xml)
+    assert len(info.value.problems) == 6  # the joint limits as well
+
+
+def test_frictionloss_disabled_by_the_model_is_accepted_on_tendons_too():
+    xml = _xml(
+        extra='<tendon><fixed name="t" frictionloss="0.2"><joint joint="k" coef="1"/></fixed>'
+        "</tendon>"
+    )
+    with pytest.raises(cx.rigid.MJCFError, match="tendon 't': tendon frictionloss"):
+        cx.rigid.from_mjcf(xml)
+    for flag in (D.mjDSBL_FRICTIONLOSS, D.mjDSBL_CONSTRAINT):
+        m = mujoco.MjModel.from_xml_string(xml)
+        m.opt.disableflags |= int(flag)
+        assert cx.rigid.from_mjcf(m).coordinates == ("j", "k")
+
+
+def test_actuator_damping_is_refused_naming_the_actuator():
+    if not hasattr(mujoco.MjModel, "actuator_damping"):
+        pytest.skip("actuator damping is MuJoCo 4's")
+    xml = _xml(extra='<actuator><motor name="a" joint="j" damping="0.5"/></actuator>')
+    with pytest.raises(cx.rigid.MJCFError, match="actuator 'a': actuator damping"):
+        cx.rigid.from_mjcf(xml)
+
+
+def test_consistent_initial_state_projects_a_model_with_redundant_equalities():
+    """The loops model's connect and weld fix some freedoms twice (11 holonomic rows of
+    rank 9): the projection must move q onto the rows, not stop at q (the first
+    Gauss-Newton step was NaN and q came back unchanged, issue 21)."""
+    m = mujoco.MjModel.from_xml_string(EQUALITY_XML)
+    m.opt.disableflags |= int(D.mjDSBL_CONTACT)
+    imported = cx.rigid.from_mjcf(m)
+    system, p = imported.system, imported.params
+    rows = lambda q: jnp.concatenate(
+        [c.position_residual(0.0, q, p) for c in system.constraints if c.has_position_rows]
+    )
+    q0, _ = imported.initial_state()
+    rng = np.random.default_rng(0)
+    q1, qd1 = q0 + 0.05 * rng.normal(size=q0.shape), jnp.asarray(rng.normal(size=q0.shape))
+    J = jax.jacfwd(rows)(q1)
+    assert J.shape[0] > np.linalg.matrix_rank(np.asarray(J))  # redundant rows indeed
+    assert np.abs(rows(q1)).max() > 1e-2
+    q, qd = cx.consistent_initial_state(system, 0.0, q1, qd1, p)
+    assert np.abs(rows(q)).max() <= 1e-10
+    # The velocity rows to the documented tolerance (1e-8 relative): the loop a-a2-b is
+    # near its stretched-out singular configuration here (a singular value of A of 1e-9,
+    # below the rank-robust solver's cut-off), not to rounding.
+    velocity_rows = cx.constraint_residual(system, 0.0, q, qd, p).velocity
+    assert np.abs(velocity_rows).max() <= 1e-8 * max(1.0, float(np.abs(qd).max()))
 
 
 # ----------------------------------------------------------------------------------------

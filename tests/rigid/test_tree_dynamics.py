@@ -28,6 +28,7 @@ from test_mjcf import (  # noqa: E402  (tests/rigid is on sys.path under pytest)
     WHEEL_XML,
     _full_mass_matrix,
     _gym_model,
+    _poly_model,
     _random_state,
     _xml,
 )
@@ -82,6 +83,7 @@ MODELS = {
     "wheel": lambda: _own_model(WHEEL_XML),
     "two_hinges": lambda: _own_model(_xml()),
     "stacked": lambda: _own_model(STACKED_XML),
+    "polynomial_springs": _poly_model,  # MuJoCo 4's -(k0 d + k1 d^2 + k2 d^3)
     "inverted_pendulum": lambda: _gym_model("inverted_pendulum"),
 }
 SLOW_MODELS = ["reacher", "hopper", "half_cheetah", "walker2d", "ant", "humanoid"]

@@ -53,11 +53,11 @@ from ._friction import (
 from ._frictional_contact import FrictionalContact as FrictionalContact
 from ._mjcf import (
     KinematicTree as KinematicTree,
-    MJCFError as MJCFError,
     MJCFSystem as MJCFSystem,
     TreeBody as TreeBody,
     from_mjcf as from_mjcf,
 )
+from ._mjcf_checks import MJCFError as MJCFError, MJCFWarning as MJCFWarning
 from ._orientation import (
     AbstractOrientation as AbstractOrientation,
     EulerZXZ as EulerZXZ,
@@ -89,3 +89,4 @@ from ._switching import (
     ContactTrajectory as ContactTrajectory,
     simulate_contacts as simulate_contacts,
 )
+from ._tree_dynamics import TreeDynamics as TreeDynamics

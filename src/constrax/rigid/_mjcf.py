@@ -12,9 +12,10 @@ The Lagrangian is
 $L = \sum_b \tfrac12 m_b|\dot c_b|^2 + \tfrac12\Omega_b^\top I_b\Omega_b
 + \tfrac12\sum_k a_k v_k^2 - \sum_b(-m_b\,g\cdot c_b) - \sum_j\tfrac12 k_j(q_j - q^s_j)^2$
 with $c_b$ the centre of mass, $\Omega_b$ the angular velocity in the principal frame,
-$v = J(q)\dot q$ MuJoCo's `qvel` and $a$ the armature; joint damping and actuators are a
-generalized force $Q = J^\top(-d\odot v + \tau_\text{act})$; equality constraints are
-`cx.Holonomic` rows. See `docs/interop/mjcf.md`.
+$v = J(q)\dot q$ MuJoCo's `qvel` and $a$ the armature (plus MuJoCo 4's polynomial spring
+terms $\tfrac13 k_1\Delta^3 + \tfrac14 k_2\Delta^4$); joint damping and actuators are a
+generalized force $Q = J^\top(-(d_0 + d_1|v| + d_2v^2)\odot v + \tau_\text{act})$;
+equality constraints are `cx.Holonomic` rows. See `docs/interop/mjcf.md`.
 """
 
 from collections.abc import Callable
@@ -31,14 +32,12 @@ from .._system import System
 from .._terms import mass_matrix
 from ._body import RigidBody
 from ._contacts import Disk, Sphere, body_constraints
+from ._mjcf_checks import _BALL, _FREE, _HINGE, _SLIDE, IGNORABLE, MJCFError, check_supported
 from ._orientation import Quaternion
 from ._so3 import quaternion_multiply, quaternion_to_rotation
 from ._tree_dynamics import TreeDynamics
 
-_FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
-_JOINT_NAMES = {_FREE: "free", _BALL: "ball", _SLIDE: "slide", _HINGE: "hinge"}
 _QUATERNION = Quaternion()
-_IGNORABLE = ("contacts", "limits", "frictionloss")
 
 
 # ----------------------------------------------------------------------------------------
@@ -78,17 +77,13 @@ def _rotation_np(quat) -> np.ndarray:
     return np.asarray(quaternion_to_rotation(jnp.asarray(quat, dtype=jnp.float64)))
 
 
-def _name(m, mujoco, objtype, i: int, kind: str) -> str:
-    name = mujoco.mj_id2name(m, objtype, int(i))
-    return f"{kind} {name!r}" if name else f"{kind} #{i} (unnamed)"
-
-
 def _int(*enums) -> tuple[int, ...]:
     return tuple(int(e) for e in enums)
 
 
-class MJCFError(ValueError):
-    """An MJCF feature that `from_mjcf` does not convert (the message names the element)."""
+def _poly(m, field: str, count: int) -> np.ndarray:
+    """A `(count, 2)` polynomial coefficient field of MuJoCo 4 (zeros on older MuJoCo)."""
+    return np.array(getattr(m, field, np.zeros((count, 2))), dtype=np.float64).reshape(count, 2)
 
 
 # ----------------------------------------------------------------------------------------
@@ -500,132 +495,6 @@ def _load(source, mujoco):
     )
 
 
-def _check_supported(m, mujoco, ignore):
-    """Raise `MJCFError` naming the first element that the import cannot represent."""
-    D = mujoco.mjtDisableBit
-    disabled = lambda bit: bool(m.opt.disableflags & int(bit))
-    hint = "; pass ignore=({!r},) to drop them (documented in docs/interop/mjcf.md)"
-
-    if m.nflex:
-        raise MJCFError(
-            f"{_name(m, mujoco, mujoco.mjtObj.mjOBJ_FLEX, 0, 'flex')}: flexes "
-            "(deformable and composite elements) are not converted"
-        )
-    if m.nplugin:
-        raise MJCFError("plugins (<plugin>) are not converted")
-    if m.opt.density > 0 or m.opt.viscosity > 0 or np.any(m.opt.wind != 0):
-        raise MJCFError(
-            "<option density/viscosity/wind>: fluid forces are not converted "
-            f"(density={m.opt.density}, viscosity={m.opt.viscosity})"
-        )
-    for b in range(1, m.nbody):
-        if m.body_mocapid[b] >= 0:
-            raise MJCFError(
-                f"{_name(m, mujoco, mujoco.mjtObj.mjOBJ_BODY, b, 'body')}: mocap "
-                "bodies are not converted"
-            )
-        if m.body_gravcomp[b] != 0:
-            raise MJCFError(
-                f"{_name(m, mujoco, mujoco.mjtObj.mjOBJ_BODY, b, 'body')}: "
-                "gravcomp is not converted"
-            )
-    jname = lambda j: _name(m, mujoco, mujoco.mjtObj.mjOBJ_JOINT, j, "joint")
-    for j in range(m.njnt):
-        typ = int(m.jnt_type[j])
-        if typ in (_FREE, _BALL) and m.jnt_stiffness[j] != 0 and not disabled(D.mjDSBL_SPRING):
-            raise MJCFError(
-                f"{jname(j)}: stiffness of a {_JOINT_NAMES[typ]} joint is not "
-                "converted (hinge and slide springs are)"
-            )
-        if typ == _FREE and m.body_parentid[m.jnt_bodyid[j]] != 0:
-            raise MJCFError(f"{jname(j)}: a free joint must belong to a child of the world")
-        if m.jnt_limited[j] and not disabled(D.mjDSBL_LIMIT) and "limits" not in ignore:
-            raise MJCFError(
-                f"{jname(j)}: joint limits (range) are inequality constraints, not "
-                "converted" + hint.format("limits")
-            )
-        if getattr(m, "jnt_actfrclimited", np.zeros(m.njnt))[j]:
-            raise MJCFError(f"{jname(j)}: actuatorfrcrange is not converted")
-    for v in range(m.nv):
-        if (
-            m.dof_frictionloss[v] > 0
-            and not disabled(D.mjDSBL_FRICTIONLOSS)
-            and "frictionloss" not in ignore
-        ):
-            raise MJCFError(
-                f"{jname(m.dof_jntid[v])}: frictionloss (dry friction) is not "
-                "converted" + hint.format("frictionloss")
-            )
-    tname = lambda t: _name(m, mujoco, mujoco.mjtObj.mjOBJ_TENDON, t, "tendon")
-    for t in range(m.ntendon):
-        if m.tendon_stiffness[t] != 0 or m.tendon_damping[t] != 0:
-            raise MJCFError(f"{tname(t)}: tendon stiffness/damping are not converted")
-        if m.tendon_frictionloss[t] > 0 and "frictionloss" not in ignore:
-            raise MJCFError(
-                f"{tname(t)}: tendon frictionloss is not converted" + hint.format("frictionloss")
-            )
-        if m.tendon_limited[t] and not disabled(D.mjDSBL_LIMIT) and "limits" not in ignore:
-            raise MJCFError(f"{tname(t)}: tendon limits are not converted" + hint.format("limits"))
-        if getattr(m, "tendon_armature", np.zeros(m.ntendon))[t] != 0:
-            raise MJCFError(f"{tname(t)}: tendon armature is not converted")
-    contacts_on = not disabled(D.mjDSBL_CONTACT) and not disabled(D.mjDSBL_CONSTRAINT)
-    if contacts_on and "contacts" not in ignore:
-        if m.npair:
-            raise MJCFError(
-                f"{_name(m, mujoco, mujoco.mjtObj.mjOBJ_PAIR, 0, 'contact pair')}: "
-                "contacts are not converted" + hint.format("contacts")
-            )
-        for g in range(m.ngeom):
-            if m.geom_contype[g] or m.geom_conaffinity[g]:
-                raise MJCFError(
-                    f"{_name(m, mujoco, mujoco.mjtObj.mjOBJ_GEOM, g, 'geom')}: collisions "
-                    "(contype/conaffinity) are not converted; add contacts as constrax "
-                    "constraints (MJCFSystem.wheel)" + hint.format("contacts")
-                )
-    aname = lambda i: _name(m, mujoco, mujoco.mjtObj.mjOBJ_ACTUATOR, i, "actuator")
-    for i in range(m.nu):
-        if int(m.actuator_dyntype[i]) != int(mujoco.mjtDyn.mjDYN_NONE):
-            raise MJCFError(
-                f"{aname(i)}: actuator dynamics (dyntype) are not converted; "
-                "motor and general actuators without dynamics are"
-            )
-        if int(m.actuator_gaintype[i]) not in _int(
-            mujoco.mjtGain.mjGAIN_FIXED, mujoco.mjtGain.mjGAIN_AFFINE
-        ):
-            raise MJCFError(f"{aname(i)}: gaintype is not converted (fixed and affine are)")
-        if int(m.actuator_biastype[i]) not in _int(
-            mujoco.mjtBias.mjBIAS_NONE, mujoco.mjtBias.mjBIAS_AFFINE
-        ):
-            raise MJCFError(f"{aname(i)}: biastype is not converted (none and affine are)")
-        trn = int(m.actuator_trntype[i])
-        if trn != int(mujoco.mjtTrn.mjTRN_JOINT) or m.jnt_type[m.actuator_trnid[i, 0]] not in (
-            _SLIDE,
-            _HINGE,
-        ):
-            raise MJCFError(
-                f"{aname(i)}: only joint transmissions on hinge and slide joints are converted"
-            )
-    if not disabled(D.mjDSBL_EQUALITY) and not disabled(D.mjDSBL_CONSTRAINT):
-        for e in range(m.neq):
-            ename = _name(m, mujoco, mujoco.mjtObj.mjOBJ_EQUALITY, e, "equality")
-            if not m.eq_active0[e]:
-                continue
-            typ = int(m.eq_type[e])
-            E = mujoco.mjtEq
-            if typ not in _int(E.mjEQ_CONNECT, E.mjEQ_WELD, E.mjEQ_JOINT):
-                raise MJCFError(
-                    f"{ename}: only connect, weld and joint equality constraints are converted"
-                )
-            if typ == int(E.mjEQ_WELD) and int(m.eq_objtype[e]) != int(mujoco.mjtObj.mjOBJ_BODY):
-                raise MJCFError(f"{ename}: a weld between sites is not converted (body1/body2 is)")
-            if typ == int(E.mjEQ_JOINT):
-                for jid in (m.eq_obj1id[e], m.eq_obj2id[e]):
-                    if jid >= 0 and m.jnt_type[jid] not in (_SLIDE, _HINGE):
-                        raise MJCFError(
-                            f"{ename}: a joint equality couples hinge or slide joints only"
-                        )
-
-
 def _equality_constraints(m, mujoco, tree) -> list[AbstractConstraint]:
     D = mujoco.mjtDisableBit
     if m.opt.disableflags & (int(D.mjDSBL_EQUALITY) | int(D.mjDSBL_CONSTRAINT)):
@@ -703,20 +572,26 @@ def from_mjcf(
     joints as generalized coordinates of the kinematic tree (ball and free joints as unit
     quaternions, scalar first, with their norm rows as `cx.Holonomic`), gravity, armature
     (added to the kinetic energy as $\tfrac12 a_k v_k^2$, i.e. to MuJoCo's mass matrix
-    diagonal), hinge/slide springs (`stiffness`, `springref`), joint damping and actuators
+    diagonal), hinge/slide springs (`stiffness`, `springref`; MuJoCo 4's polynomial
+    `stiffness="k0 k1 k2"`, spring force $-(k_0\Delta + k_1\Delta^2 + k_2\Delta^3)$), joint
+    damping ($-(d_0 + d_1|v| + d_2v^2)v$ with MuJoCo 4's polynomial `damping`) and actuators
     (`motor`/`general`/`position`/`velocity` without dynamics, joint transmission on
-    hinge/slide joints, fixed or affine gain and bias, `ctrlrange`/`forcerange` clamping)
-    as a generalized force, and active `connect`, `weld` and `joint` equality constraints as
+    hinge/slide joints, fixed or affine gain and bias, `ctrlrange`/`forcerange` clamping,
+    none from the groups `<option actuatorgroupdisable>` switches off) as a generalized
+    force, and active `connect`, `weld` and `joint` equality constraints as
     exact `cx.Holonomic` rows (MuJoCo's are soft: see `docs/interop/mjcf.md`).
 
-    Anything else that acts on the dynamics raises `MJCFError` naming the element: tendons
-    with stiffness, damping, friction or actuators, flexes/composites, fluid forces, mocap
-    bodies, gravity compensation, actuator dynamics, other transmissions and equality types.
+    Anything else that acts on the dynamics raises one `MJCFError` naming every such element
+    (`MJCFError.problems`, one line each): tendons with stiffness, damping, friction or
+    actuators, flexes/composites, fluid forces, mocap bodies, gravity compensation, actuator
+    dynamics and actuator damping, other transmissions and equality types.
     Joint and tendon limits, collisions and friction loss are inequality or contact
     phenomena that a constrained Lagrangian system does not represent: they raise too unless
     MuJoCo's own model disables them (`m.opt.disableflags`: `mjDSBL_LIMIT`,
-    `mjDSBL_CONTACT`, `mjDSBL_FRICTIONLOSS`) or `ignore` names them. Tendons that exert no
-    force once limits are ignored are accepted (they do nothing). Disabled gravity, springs,
+    `mjDSBL_CONTACT`, `mjDSBL_FRICTIONLOSS`, or `mjDSBL_CONSTRAINT` for all) or `ignore`
+    names them. Tendons that exert no force once limits are ignored are accepted (they do
+    nothing); a tendon limit that `ignore` drops warns (`MJCFWarning`, naming the tendon and
+    the joints it couples). Disabled gravity, springs,
     damping or actuation (`mjDSBL_GRAVITY`, `..._SPRING`, `..._DAMPER`, `..._ACTUATION`) are
     honoured.
 
@@ -729,7 +604,8 @@ def from_mjcf(
 
     **Returns:** an `MJCFSystem`; its `params` are arrays with MuJoCo's field names and
     shapes: `body_mass` `(nbody,)`, `body_inertia` `(nbody, 3)`, `dof_damping`,
-    `dof_armature` `(nv,)`, `jnt_stiffness` `(njnt,)`, `qpos_spring` `(nq,)`,
+    `dof_armature` `(nv,)`, `dof_dampingpoly` `(nv, 2)`, `jnt_stiffness` `(njnt,)`,
+    `jnt_stiffnesspoly` `(njnt, 2)` (zeros before MuJoCo 4), `qpos_spring` `(nq,)`,
     `actuator_gear` `(nu, 6)`, `actuator_gainprm`, `actuator_biasprm` `(nu, 10)`,
     `actuator_ctrlrange`, `actuator_forcerange` `(nu, 2)`, `ctrl` `(nu,)`, `gravity` `(3,)`
     (row 0 of the body arrays is the world). Geometry is fixed at import.
@@ -759,14 +635,14 @@ def from_mjcf(
     if isinstance(ignore, str):
         ignore = (ignore,)
     for item in ignore:
-        if item not in _IGNORABLE:
-            raise ValueError(f"from_mjcf: `ignore` may contain {_IGNORABLE}, got {item!r}")
+        if item not in IGNORABLE:
+            raise ValueError(f"from_mjcf: `ignore` may contain {IGNORABLE}, got {item!r}")
     if control is not None and not callable(control):
         raise TypeError(
             f"from_mjcf: `control` must be callable control(t, q, qd, p), got {control!r}"
         )
     m = _load(source, mujoco)
-    _check_supported(m, mujoco, tuple(ignore))
+    check_supported(m, mujoco, tuple(ignore))
 
     O = mujoco.mjtObj
     f64 = lambda x: np.array(x, dtype=np.float64)
@@ -800,8 +676,11 @@ def from_mjcf(
         body_mass=f64(m.body_mass),
         body_inertia=f64(m.body_inertia),
         dof_damping=f64(m.dof_damping) * (0.0 if off(D.mjDSBL_DAMPER) else 1.0),
+        dof_dampingpoly=_poly(m, "dof_dampingpoly", m.nv) * (0.0 if off(D.mjDSBL_DAMPER) else 1.0),
         dof_armature=f64(m.dof_armature),
         jnt_stiffness=f64(m.jnt_stiffness) * (0.0 if off(D.mjDSBL_SPRING) else 1.0),
+        jnt_stiffnesspoly=_poly(m, "jnt_stiffnesspoly", m.njnt)
+        * (0.0 if off(D.mjDSBL_SPRING) else 1.0),
         qpos_spring=f64(m.qpos_spring),
         actuator_gear=f64(m.actuator_gear).reshape(-1, 6),
         actuator_gainprm=f64(m.actuator_gainprm).reshape(-1, 10),
@@ -835,6 +714,8 @@ def from_mjcf(
         if spring_j.size:
             dq = q[spring_a] - p["qpos_spring"][spring_a]
             V = V + 0.5 * jnp.sum(p["jnt_stiffness"][spring_j] * dq**2)
+            k = p["jnt_stiffnesspoly"][spring_j]  # MuJoCo 4's -(k1 dq^2 + k2 dq^3)
+            V = V + jnp.sum(k[:, 0] * dq**3 / 3.0 + k[:, 1] * dq**4 / 4.0)
         return T - V
 
     act_j = np.array([int(m.actuator_trnid[i, 0]) for i in range(m.nu)], dtype=int)
@@ -850,11 +731,20 @@ def from_mjcf(
     bias_affine = np.array(
         [int(m.actuator_biastype[i]) == int(mujoco.mjtBias.mjBIAS_AFFINE) for i in range(m.nu)]
     )
-    actuated = m.nu > 0 and not off(D.mjDSBL_ACTUATION)
+    # `<option actuatorgroupdisable>`: MuJoCo switches off the actuators of the groups 0-30
+    # whose bit is set in `opt.disableactuator` (their force is zero).
+    group = np.array([int(m.actuator_group[i]) for i in range(m.nu)], dtype=int)
+    disabled_groups = int(getattr(m.opt, "disableactuator", 0))
+    act_on = np.array(
+        [not (0 <= g <= 30 and (disabled_groups >> g) & 1) for g in group], dtype=bool
+    )
+    actuated = m.nu > 0 and not off(D.mjDSBL_ACTUATION) and bool(act_on.any())
 
     def force(t, q, qd, p):
         v = tree.qvel(q, qd)
-        f = -p["dof_damping"] * v
+        # MuJoCo's damping -(d0 + d1|v| + d2 v^2) v (the polynomial terms are MuJoCo 4's).
+        dp = p["dof_dampingpoly"]
+        f = -(p["dof_damping"] + dp[:, 0] * jnp.abs(v) + dp[:, 1] * v**2) * v
         if actuated:
             u = p["ctrl"] if control is None else jnp.asarray(control(t, q, qd, p), q.dtype)
             lo, hi = p["actuator_ctrlrange"][:, 0], p["actuator_ctrlrange"][:, 1]
@@ -867,7 +757,7 @@ def from_mjcf(
             tau = gain * u + bias
             flo, fhi = p["actuator_forcerange"][:, 0], p["actuator_forcerange"][:, 1]
             tau = jnp.where(force_limited, jnp.clip(tau, flo, fhi), tau)
-            f = f.at[act_v].add(gear * tau)
+            f = f.at[act_v].add(jnp.where(act_on, gear * tau, 0.0))
         # Q = J^T f with qvel = J(q) qd (linear in qd): one reverse pass.
         _, vjp = jax.vjp(lambda x: tree.qvel(q, x), qd)
         return vjp(f)[0]

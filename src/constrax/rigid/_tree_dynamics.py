@@ -288,8 +288,20 @@ class TreeDynamics(AbstractDynamics):
     4-link chain and a humanoid (the kinematics is a `jax.lax.scan` over depth levels; only
     the largest number of joints on one body is unrolled).
 
+    In MuJoCo's velocities $v$ (`qvel`), with $S_i$ the motion subspace of degree of
+    freedom $i$, $b(i)$ its body and $I_b$ the spatial inertia of body $b$: the composite
+    rigid-body mass matrix $M_{ij} = S_i^\top I^c_{b(i)} S_j$ for $b(j)\preceq b(i)$,
+    $I^c_b = \sum_{d\succeq b} I_d$ (§6.2), plus the armature on the diagonal; the bias
+    $c = \tau(q, v, \dot v = 0)$ of recursive Newton–Euler (§5.3), body forces
+    $\mathsf f_b = I_b\mathsf a_b + \mathsf v_b\times^* I_b\mathsf v_b$ with gravity as an
+    upward acceleration of the base, joint forces $\tau_i = S_i^\top\sum_{d\succeq b(i)}
+    \mathsf f_d$. In constrax's coordinates, $v = E(q)\dot q$ (quaternion rates), so
+    $W = E^\top M E$ and $f_0 = -E^\top(M\dot E\dot q + c) - \partial V_\text{spring}/\partial
+    q$: the terms that autodiff of the imported Lagrangian gives.
+
     The parameters `p` are those of `from_mjcf` (`body_mass`, `body_inertia`,
-    `dof_armature`, `jnt_stiffness`, `qpos_spring`, `gravity`); the geometry is the tree's.
+    `dof_armature`, `jnt_stiffness`, `jnt_stiffnesspoly` where present, `qpos_spring`,
+    `gravity`); the geometry is the tree's.
     As an `AbstractDynamics` it is the `dynamics` of every `from_mjcf` system: the engine
     reads $(W, f_0)$ from it instead of autodiff of the imported Lagrangian (the time `t`
     is ignored: the Lagrangian does not depend on it).
@@ -297,10 +309,20 @@ class TreeDynamics(AbstractDynamics):
     **Example:**
 
     ```python
-    imported = cx.rigid.from_mjcf(model)
-    dyn = TreeDynamics(imported.tree)
-    W, f0 = dyn.euler_lagrange_terms(0.0, q, qd, imported.params)   # as autodiff of L
-    M = dyn.mass_matrix(q, imported.params)                    # MuJoCo's full qM
+    imported = cx.rigid.from_mjcf(
+        "<mujoco><worldbody><body><joint type='hinge' axis='0 1 0'/><geom type='capsule' "
+        "size='0.05' fromto='0 0 0 0 0 -1' mass='1' contype='0' conaffinity='0'/>"
+        "<body pos='0 0 -1'><joint type='hinge' axis='0 1 0'/><geom type='sphere' "
+        "size='0.1' mass='0.5' contype='0' conaffinity='0'/></body></body></worldbody>"
+        "</mujoco>"
+    )
+    q, qd, p = jnp.array([0.3, -0.2]), jnp.array([1.0, 0.5]), imported.params
+    dyn = TreeDynamics(imported.tree)          # what imported.system.dynamics holds
+    W, f0 = dyn.euler_lagrange_terms(0.0, q, qd, p)  # as autodiff of the Lagrangian
+    W_ad, f0_ad = cx.LagrangianDynamics(imported.system.lagrangian).euler_lagrange_terms(
+        0.0, q, qd, p
+    )
+    M = dyn.mass_matrix(q, p)                  # MuJoCo's full qM
     ```
     """
 
@@ -555,14 +577,27 @@ class TreeDynamics(AbstractDynamics):
         q = _vector(q, "q", self.layout.nq, "nq")
         return q, _vector(qd, "qd", self.layout.nq, "nq").astype(q.dtype)
 
-    def _spring_force(self, q, p):
-        r"""$-\partial V_\text{spring}/\partial q$ of the hinge and slide springs."""
+    def _spring_terms(self, q, p):
+        r"""The spring extensions $\Delta = q_j - q^s_j$ of the hinge and slide joints and
+        their coefficients $(k_0, k_1, k_2)$ (MuJoCo 4's polynomial `stiffness`; $k_1 = k_2 = 0$
+        where `p` has no `jnt_stiffnesspoly`)."""
         L, dt = self.layout, q.dtype
+        a = L.hinge_slide_q
+        dq = q[a] - jnp.asarray(p["qpos_spring"], dt)[a]
+        k0 = jnp.asarray(p["jnt_stiffness"], dt)[L.hinge_slide]
+        poly = p.get("jnt_stiffnesspoly") if isinstance(p, dict) else None
+        if poly is None:
+            return dq, k0, jnp.zeros_like(k0), jnp.zeros_like(k0)
+        poly = jnp.asarray(poly, dt)[L.hinge_slide]
+        return dq, k0, poly[:, 0], poly[:, 1]
+
+    def _spring_force(self, q, p):
+        r"""$-\partial V_\text{spring}/\partial q = -(k_0\Delta + k_1\Delta^2 + k_2\Delta^3)$ of
+        the hinge and slide springs."""
         out = jnp.zeros_like(q)
-        if L.hinge_slide.size:
-            a = L.hinge_slide_q
-            k = jnp.asarray(p["jnt_stiffness"], dt)[L.hinge_slide]
-            out = out.at[a].set(-k * (q[a] - jnp.asarray(p["qpos_spring"], dt)[a]))
+        if self.layout.hinge_slide.size:
+            dq, k0, k1, k2 = self._spring_terms(q, p)
+            out = out.at[self.layout.hinge_slide_q].set(-dq * (k0 + dq * (k1 + dq * k2)))
         return out
 
     def euler_lagrange_terms(
@@ -607,7 +642,8 @@ class TreeDynamics(AbstractDynamics):
 
     def energy(self, q: Float[Array, " nq"], qd: Float[Array, " nq"], p: dict):
         r"""`(T, V)`: kinetic energy $\tfrac12 v^\top M v$ (armature included) and potential
-        energy $-\sum_b m_b\,g\cdot c_b + \tfrac12\sum_j k_j(q_j - q^s_j)^2$."""
+        energy $-\sum_b m_b\,g\cdot c_b + \sum_j(\tfrac12 k_{0j}\Delta_j^2
+        + \tfrac13 k_{1j}\Delta_j^3 + \tfrac14 k_{2j}\Delta_j^4)$, $\Delta_j = q_j - q^s_j$."""
         q, qd = self._state(q, qd)
         L, T_, dt = self.layout, self.tree, q.dtype
         S, R, t = self._subspaces(q)
@@ -617,9 +653,8 @@ class TreeDynamics(AbstractDynamics):
         m = jnp.asarray(p["body_mass"], dt).at[0].set(0.0)
         V = -jnp.sum(m * (com @ jnp.asarray(p["gravity"], dt)))
         if L.hinge_slide.size:
-            a = L.hinge_slide_q
-            k = jnp.asarray(p["jnt_stiffness"], dt)[L.hinge_slide]
-            V = V + 0.5 * jnp.sum(k * (q[a] - jnp.asarray(p["qpos_spring"], dt)[a]) ** 2)
+            dq, k0, k1, k2 = self._spring_terms(q, p)
+            V = V + jnp.sum(dq**2 * (k0 / 2.0 + dq * (k1 / 3.0 + dq * k2 / 4.0)))
         return 0.5 * v @ (M @ v), V
 
 
