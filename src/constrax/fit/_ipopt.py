@@ -81,11 +81,16 @@ class IPOPT(eqx.Module):
       more iterations).
     - `print_level`: IPOPT's own output, 0 (silent, default) to 12.
     - `options`: further IPOPT options as a dict (e.g. `{"mu_strategy": "monotone"}`).
-    - `sparsity`: the derivative entries IPOPT is given. `"sampled"` (default): those of
-      the transcription's dense blocks that are nonzero at any of a few random points (the
-      structural nonzeros); the others are checked to be exactly zero at every evaluation,
-      and a nonzero one (a derivative behind a `jnp.where`) makes the solve start again
-      on the dense blocks, with a warning naming the entry. `"blocks"`: the dense blocks.
+    - `sparsity`: the derivative entries IPOPT is given. `"blocks"` (default): every entry
+      of the transcription's dense per-interval blocks. `"sampled"`: only those nonzero at
+      one of a few random points (the structural nonzeros: on the knife-edge parking
+      problem 5,000 of 16,250 Jacobian and 1,059 of 4,134 Hessian entries); the others are
+      checked to be zero (to round-off) at every evaluation, and a nonzero one (a
+      derivative behind a `jnp.where`) makes the solve start again on the dense blocks,
+      with a warning naming the entry. The solution is the same to round-off; fewer
+      entries cost less to pass, but MUMPS factorises the finer pattern more slowly (in
+      smaller fronts), which outweighed it on the problems measured
+      (`benchmarks/trajopt_sparsity.py`).
 
     **Example:** `cx.fit.IPOPT(tol=1e-8, max_iter=500, options={"linear_solver": "mumps"})`
     """
@@ -96,7 +101,7 @@ class IPOPT(eqx.Module):
     hessian: str = eqx.field(static=True, default="exact")
     print_level: int = eqx.field(static=True, default=0)
     options: Any = eqx.field(static=True, default=None)
-    sparsity: str = eqx.field(static=True, default="sampled")
+    sparsity: str = eqx.field(static=True, default="blocks")
 
     def __check_init__(self):
         if self.sparsity not in ("sampled", "blocks"):
@@ -140,21 +145,22 @@ class IPOPT(eqx.Module):
         run = functools.partial(
             self._run, cyipopt, nlp, evaluator, z0, progress, callback, multipliers0
         )
-        try:
-            return run(structure)
-        except StructureViolation as e:
-            names = nlp.constraint_names() if e.kind == "Jacobian" else nlp.variable_names()
-            warnings.warn(
-                f"IPOPT: the {e.kind} entry ({names[e.row]}, {nlp.variable_names()[e.col]}) "
-                f"was zero at the {structure.samples} random points sampled to find the "
-                f"structural nonzeros, but is {e.value:.6g} at evaluation {e.evaluation} of "
-                "the solve (a derivative that vanishes on part of the space only, e.g. behind "
-                "a jnp.where); solving again from the start with the dense blocks "
-                "(cx.fit.IPOPT(sparsity='blocks') does so from the outset)",
-                stacklevel=3,
-            )
-            _STRUCTURES[(evaluator.key, self.hessian == "exact")] = block_structure(L)
-            return run(block_structure(L))
+        result = run(structure)
+        e = evaluator.violation
+        if e is None:
+            return result
+        names = nlp.constraint_names() if e.kind == "Jacobian" else nlp.variable_names()
+        warnings.warn(
+            f"IPOPT: the {e.kind} entry ({names[e.row]}, {nlp.variable_names()[e.col]}) "
+            f"was zero at the {structure.samples} random points sampled to find the "
+            f"structural nonzeros, but is {e.value:.6g} at evaluation {e.evaluation} of "
+            "the solve (a derivative that vanishes on part of the space only, e.g. behind "
+            "a jnp.where); solving again from the start with the dense blocks "
+            "(cx.fit.IPOPT(sparsity='blocks') does so from the outset)",
+            stacklevel=3,
+        )
+        _STRUCTURES[(evaluator.key, self.hessian == "exact")] = block_structure(L)
+        return run(block_structure(L))
 
     def _run(
         self, cyipopt, nlp, evaluator, z0, progress, callback, multipliers0, structure: Structure
@@ -169,6 +175,8 @@ class IPOPT(eqx.Module):
 
         def intermediate(alg_mod, it, obj, inf_pr, inf_du, *rest):
             count[0] = it
+            if evaluator.violation is not None:
+                return False  # a dropped entry is not zero: stop, solve again on the blocks
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(objective=f"{obj:.6g}", infeasibility=f"{inf_pr:.1e}")
@@ -273,7 +281,7 @@ class _Evaluator:
 
     The Jacobian and the Hessian are returned on the entries of a `Structure` (`use`; all
     entries of the blocks until then): the programs compute the dense blocks, the kept
-    entries are gathered and the dropped ones checked to be exactly zero (numpy, a few
+    entries are gathered and the dropped ones checked to be zero to round-off (numpy, a few
     microseconds: a program returning only the kept entries would be a second compile)."""
 
     def __init__(self, nlp, dtype):
@@ -285,11 +293,16 @@ class _Evaluator:
         self._layout = nlp.layout
         self._structure = None
         self.evaluations = {"Jacobian": 0, "Hessian": 0}
+        # The first dropped entry found nonzero (`StructureViolation`), kept rather than
+        # raised: cyipopt goes on with unfilled values after an exception in the Hessian
+        # callback, so the solve is stopped at the next iteration (`intermediate`) instead.
+        self.violation = None
 
     def use(self, structure: Structure) -> None:
         """Return the derivatives on `structure` from now on (`None`: the dense blocks)."""
         self._structure = None if structure is None or structure.samples == 0 else structure
         self.evaluations = {"Jacobian": 0, "Hessian": 0}
+        self.violation = None
 
     def _z(self, z) -> np.ndarray:
         return np.ascontiguousarray(z, dtype=self._dtype)
@@ -322,6 +335,13 @@ class _Evaluator:
         s = np.asarray(obj_factor, dtype=self._dtype)
         return np.asarray(self._fns["hessian"](self._arrays, self._z(z), lam, s), np.float64)
 
+    def _check(self, kind, values, dropped, rows, cols, n) -> None:
+        if self.violation is None:
+            try:
+                check_dropped(kind, values, dropped, rows, cols, n)
+            except StructureViolation as e:
+                self.violation = e
+
     def jacobian(self, z) -> np.ndarray:
         values = self.block_jacobian(z)
         S = self._structure
@@ -330,7 +350,7 @@ class _Evaluator:
         self.evaluations["Jacobian"] += 1
         L = self._layout
         n = self.evaluations["Jacobian"]
-        check_dropped("Jacobian", values, S.jac_dropped, L.jac_rows, L.jac_cols, n)
+        self._check("Jacobian", values, S.jac_dropped, L.jac_rows, L.jac_cols, n)
         return values[S.jac_kept]
 
     def hessian(self, z, lagrange, obj_factor) -> np.ndarray:
@@ -341,7 +361,7 @@ class _Evaluator:
         self.evaluations["Hessian"] += 1
         L = self._layout
         n = self.evaluations["Hessian"]
-        check_dropped("Hessian", values, S.hess_dropped, L.hess_rows, L.hess_cols, n)
+        self._check("Hessian", values, S.hess_dropped, L.hess_rows, L.hess_cols, n)
         return values[S.hess_kept]
 
 

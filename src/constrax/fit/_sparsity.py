@@ -10,12 +10,15 @@ automatic differentiation find it by evaluation (Griewank & Walther, *Evaluating
 Derivatives*, 2nd ed. 2008, ch. 7; Gebremedhin, Manne & Pothen, "What color is your
 Jacobian? Graph coloring for computing derivatives", SIAM Review 2005): the blocks are
 evaluated at a few random points (and random multipliers and objective factor for the
-Hessian), and an entry nonzero (or not finite) at any of them is kept.
+Hessian), and an entry nonzero (or not finite) at any of them is kept. "Nonzero" means above
+the round-off of the evaluation, `ROUND_OFF` times the largest entry: an entry that vanishes
+mathematically may come out of autodiff as $10^{-21}$ (a derivative through the solve of the
+mass matrix), and dropping it changes the matrix by less than its own rounding errors.
 
 Sampling alone cannot prove that an entry is zero everywhere (a derivative behind a
 `jnp.where`, a `max(0, ·)` or an `abs` vanishes on part of the space only), so every
-evaluation during a solve checks that the dropped entries are exactly zero; the first one
-that is not raises `StructureViolation`, and the solver goes back to the dense blocks
+evaluation during a solve checks that the dropped entries are zero to that round-off; the
+first one that is not raises `StructureViolation`, and the solver goes back to the dense blocks
 (`IPOPT.minimise`). The derivatives IPOPT reads are therefore always the exact ones.
 """
 
@@ -28,11 +31,22 @@ import numpy as np
 # 2^-SAMPLES, and then caught by the runtime check.
 SAMPLES = 6
 
+# An entry at most this times the largest entry of its matrix (Jacobian or Hessian) at the
+# same point counts as zero: 1024 units of float64 round-off.
+ROUND_OFF = 1024 * np.finfo(np.float64).eps
+
+
+def _nonzero(values: np.ndarray) -> np.ndarray:
+    """Entries above `ROUND_OFF` times the largest finite one (NaN and inf: nonzero)."""
+    finite = np.isfinite(values)
+    scale = np.abs(values[finite]).max(initial=0.0)
+    return ~(np.abs(values) <= ROUND_OFF * scale)
+
 
 class Structure(NamedTuple):
     """The entries of the block values given to IPOPT (`jac_kept`, `hess_kept`: positions
     in the values of `jacobian_values` / `hessian_values`), their `(row, col)`, and the
-    positions dropped (checked to be exactly zero at every evaluation)."""
+    positions dropped (checked to be zero to round-off at every evaluation)."""
 
     jac_rows: np.ndarray
     jac_cols: np.ndarray
@@ -89,8 +103,8 @@ def sampled_structure(layout, jacobian, hessian, lo, hi, samples: int = SAMPLES)
     nzj = np.zeros(layout.jac_rows.shape[0], bool)
     nzh = np.zeros(layout.hess_rows.shape[0], bool)
     for z, lam, sigma in sample_points(lo, hi, layout.nc, samples):
-        nzj |= np.asarray(jacobian(z)) != 0.0  # NaN != 0: kept
-        nzh |= np.asarray(hessian(z, lam, sigma)) != 0.0
+        nzj |= _nonzero(np.asarray(jacobian(z)))
+        nzh |= _nonzero(np.asarray(hessian(z, lam, sigma)))
     jk, hk = np.flatnonzero(nzj), np.flatnonzero(nzh)
     return Structure(
         layout.jac_rows[jk],
@@ -116,11 +130,11 @@ class StructureViolation(Exception):
 
 def check_dropped(kind: str, values: np.ndarray, dropped: np.ndarray, rows, cols, count: int):
     """Raise `StructureViolation` naming the first entry of `values[dropped]` that is not
-    exactly zero (NaN included)."""
+    zero to round-off (`ROUND_OFF` times the largest entry; NaN included)."""
     if dropped.size == 0:
         return
-    d = values[dropped]
-    if np.all(d == 0.0):
+    bad = _nonzero(values)[dropped]
+    if not bad.any():
         return
-    i = dropped[np.flatnonzero(~(d == 0.0))[0]]
+    i = dropped[np.flatnonzero(bad)[0]]
     raise StructureViolation(kind, int(rows[i]), int(cols[i]), float(values[i]), count)
