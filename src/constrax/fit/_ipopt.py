@@ -286,7 +286,7 @@ class _Evaluator:
 
     def __init__(self, nlp, dtype):
         treedef, leaves, arrays_treedef, self._arrays = _split(nlp)
-        self.key = (treedef, leaves, arrays_treedef, _digest(self._arrays))
+        self._static = (treedef, leaves, arrays_treedef)
         self._fns = {name: _jitted(treedef, leaves, arrays_treedef, name) for name in _PROGRAMS}
         self._dtype = np.dtype(dtype)
         self._last = {"values": None, "derivatives": None}
@@ -297,6 +297,11 @@ class _Evaluator:
         # raised: cyipopt goes on with unfilled values after an exception in the Hessian
         # callback, so the solve is stopped at the next iteration (`intermediate`) instead.
         self.violation = None
+
+    @property
+    def key(self):
+        """The NLP's static part and a digest of its arrays (what its structure depends on)."""
+        return (*self._static, _digest(self._arrays))
 
     def use(self, structure: Structure) -> None:
         """Return the derivatives on `structure` from now on (`None`: the dense blocks)."""
