@@ -4,11 +4,13 @@ Math. Programming 2006), through `cyipopt` (the `cyipopt-wheels` distribution bu
 IPOPT with MUMPS: `pip install constrax[trajopt]`).
 
 It is fed JAX-compiled callbacks: the objective and its gradient, the constraints, the
-values of their sparse Jacobian and of the Hessian of the Lagrangian on fixed structures
-(docs page "Trajectory optimisation").
+values of their sparse Jacobian and of the Hessian of the Lagrangian on fixed structures:
+the structural nonzeros of the transcription's blocks, found by sampling and checked at every
+evaluation (`_sparsity.py`; docs page "Trajectory optimisation").
 """
 
 import functools
+import hashlib
 import math
 import types
 import warnings
@@ -18,6 +20,14 @@ from typing import Any, NamedTuple
 import equinox as eqx
 import jax
 import numpy as np
+
+from ._sparsity import (
+    Structure,
+    StructureViolation,
+    block_structure,
+    check_dropped,
+    sampled_structure,
+)
 
 # IPOPT's ApplicationReturnStatus, as names.
 _STATUS = {
@@ -71,6 +81,16 @@ class IPOPT(eqx.Module):
       more iterations).
     - `print_level`: IPOPT's own output, 0 (silent, default) to 12.
     - `options`: further IPOPT options as a dict (e.g. `{"mu_strategy": "monotone"}`).
+    - `sparsity`: the derivative entries IPOPT is given. `"blocks"` (default): every entry
+      of the transcription's dense per-interval blocks. `"sampled"`: only those nonzero at
+      one of a few random points (the structural nonzeros: on the knife-edge parking
+      problem 5,000 of 16,250 Jacobian and 1,059 of 4,134 Hessian entries); the others are
+      checked to be zero (to round-off) at every evaluation, and a nonzero one (a
+      derivative behind a `jnp.where`) makes the solve start again on the dense blocks,
+      with a warning naming the entry. The solution is the same to round-off; fewer
+      entries cost less to pass, but MUMPS factorises the finer pattern more slowly (in
+      smaller fronts), which outweighed it on the problems measured
+      (`benchmarks/trajopt_sparsity.py`).
 
     **Example:** `cx.fit.IPOPT(tol=1e-8, max_iter=500, options={"linear_solver": "mumps"})`
     """
@@ -81,8 +101,11 @@ class IPOPT(eqx.Module):
     hessian: str = eqx.field(static=True, default="exact")
     print_level: int = eqx.field(static=True, default=0)
     options: Any = eqx.field(static=True, default=None)
+    sparsity: str = eqx.field(static=True, default="blocks")
 
     def __check_init__(self):
+        if self.sparsity not in ("sampled", "blocks"):
+            raise ValueError(f"`sparsity` must be 'sampled' or 'blocks', got {self.sparsity!r}")
         if self.hessian not in ("exact", "limited-memory"):
             raise ValueError(f"`hessian` must be 'exact' or 'limited-memory', got {self.hessian!r}")
         for name in ("tol", "constr_viol_tol"):
@@ -113,14 +136,47 @@ class IPOPT(eqx.Module):
             ) from None
         L = nlp.layout
         lo, hi = nlp.variable_bounds()
-        cl, cu = nlp.constraint_bounds()
         dtype = np.asarray(nlp.problem.t1).dtype
         evaluator = _Evaluator(nlp, dtype)
+        if self.sparsity == "blocks":
+            structure = block_structure(L)
+        else:
+            structure = _sampled(evaluator, L, lo, hi, hessian=self.hessian == "exact")
+        run = functools.partial(
+            self._run, cyipopt, nlp, evaluator, z0, progress, callback, multipliers0
+        )
+        result = run(structure)
+        e = evaluator.violation
+        if e is None:
+            return result
+        names = nlp.constraint_names() if e.kind == "Jacobian" else nlp.variable_names()
+        warnings.warn(
+            f"IPOPT: the {e.kind} entry ({names[e.row]}, {nlp.variable_names()[e.col]}) "
+            f"was zero at the {structure.samples} random points sampled to find the "
+            f"structural nonzeros, but is {e.value:.6g} at evaluation {e.evaluation} of "
+            "the solve (a derivative that vanishes on part of the space only, e.g. behind "
+            "a jnp.where); solving again from the start with the dense blocks "
+            "(cx.fit.IPOPT(sparsity='blocks') does so from the outset)",
+            stacklevel=3,
+        )
+        _STRUCTURES[(evaluator.key, self.hessian == "exact")] = block_structure(L)
+        return run(block_structure(L))
+
+    def _run(
+        self, cyipopt, nlp, evaluator, z0, progress, callback, multipliers0, structure: Structure
+    ) -> NLPResult:
+        """One IPOPT solve on the derivative entries `structure`."""
+        L = nlp.layout
+        lo, hi = nlp.variable_bounds()
+        cl, cu = nlp.constraint_bounds()
+        evaluator.use(structure)
         bar = _progress(progress, self.max_iter)
         count = [0]
 
         def intermediate(alg_mod, it, obj, inf_pr, inf_du, *rest):
             count[0] = it
+            if evaluator.violation is not None:
+                return False  # a dropped entry is not zero: stop, solve again on the blocks
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(objective=f"{obj:.6g}", infeasibility=f"{inf_pr:.1e}")
@@ -134,9 +190,9 @@ class IPOPT(eqx.Module):
             objective=evaluator.objective,
             gradient=evaluator.gradient,
             constraints=evaluator.constraints,
-            jacobianstructure=lambda: (L.jac_rows, L.jac_cols),
+            jacobianstructure=lambda: (structure.jac_rows, structure.jac_cols),
             jacobian=evaluator.jacobian,
-            hessianstructure=lambda: (L.hess_rows, L.hess_cols),
+            hessianstructure=lambda: (structure.hess_rows, structure.hess_cols),
             hessian=evaluator.hessian,
             intermediate=intermediate,
         )
@@ -221,13 +277,37 @@ class _Evaluator:
     """IPOPT's callbacks on one NLP: numpy float64 in and out, each program called once per
     point. IPOPT evaluates the objective and the constraints at the same trial point, and the
     gradient and the Jacobian at the same accepted point (cyipopt does not pass IPOPT's
-    `new_x` flag), so each pair is computed by one program and kept for the last point."""
+    `new_x` flag), so each pair is computed by one program and kept for the last point.
+
+    The Jacobian and the Hessian are returned on the entries of a `Structure` (`use`; all
+    entries of the blocks until then): the programs compute the dense blocks, the kept
+    entries are gathered and the dropped ones checked to be zero to round-off (numpy, a few
+    microseconds: a program returning only the kept entries would be a second compile)."""
 
     def __init__(self, nlp, dtype):
         treedef, leaves, arrays_treedef, self._arrays = _split(nlp)
+        self._static = (treedef, leaves, arrays_treedef)
         self._fns = {name: _jitted(treedef, leaves, arrays_treedef, name) for name in _PROGRAMS}
         self._dtype = np.dtype(dtype)
         self._last = {"values": None, "derivatives": None}
+        self._layout = nlp.layout
+        self._structure = None
+        self.evaluations = {"Jacobian": 0, "Hessian": 0}
+        # The first dropped entry found nonzero (`StructureViolation`), kept rather than
+        # raised: cyipopt goes on with unfilled values after an exception in the Hessian
+        # callback, so the solve is stopped at the next iteration (`intermediate`) instead.
+        self.violation = None
+
+    @property
+    def key(self):
+        """The NLP's static part and a digest of its arrays (what its structure depends on)."""
+        return (*self._static, _digest(self._arrays))
+
+    def use(self, structure: Structure) -> None:
+        """Return the derivatives on `structure` from now on (`None`: the dense blocks)."""
+        self._structure = None if structure is None or structure.samples == 0 else structure
+        self.evaluations = {"Jacobian": 0, "Hessian": 0}
+        self.violation = None
 
     def _z(self, z) -> np.ndarray:
         return np.ascontiguousarray(z, dtype=self._dtype)
@@ -250,13 +330,80 @@ class _Evaluator:
     def gradient(self, z) -> np.ndarray:
         return self._pair("derivatives", z)[0]
 
-    def jacobian(self, z) -> np.ndarray:
+    def block_jacobian(self, z) -> np.ndarray:
+        """The Jacobian's values on the dense blocks."""
         return self._pair("derivatives", z)[1]
 
-    def hessian(self, z, lagrange, obj_factor) -> np.ndarray:
+    def block_hessian(self, z, lagrange, obj_factor) -> np.ndarray:
+        """The Hessian's values on the dense blocks (unique lower-triangle pairs)."""
         lam = np.ascontiguousarray(lagrange, dtype=self._dtype)
         s = np.asarray(obj_factor, dtype=self._dtype)
         return np.asarray(self._fns["hessian"](self._arrays, self._z(z), lam, s), np.float64)
+
+    def _check(self, kind, values, dropped, rows, cols, n) -> None:
+        if self.violation is None:
+            try:
+                check_dropped(kind, values, dropped, rows, cols, n)
+            except StructureViolation as e:
+                self.violation = e
+
+    def jacobian(self, z) -> np.ndarray:
+        values = self.block_jacobian(z)
+        S = self._structure
+        if S is None:
+            return values
+        self.evaluations["Jacobian"] += 1
+        L = self._layout
+        n = self.evaluations["Jacobian"]
+        self._check("Jacobian", values, S.jac_dropped, L.jac_rows, L.jac_cols, n)
+        return values[S.jac_kept]
+
+    def hessian(self, z, lagrange, obj_factor) -> np.ndarray:
+        values = self.block_hessian(z, lagrange, obj_factor)
+        S = self._structure
+        if S is None:
+            return values
+        self.evaluations["Hessian"] += 1
+        L = self._layout
+        n = self.evaluations["Hessian"]
+        self._check("Hessian", values, S.hess_dropped, L.hess_rows, L.hess_cols, n)
+        return values[S.hess_kept]
+
+
+def _digest(arrays) -> bytes:
+    """A digest of the values of an NLP's arrays (with the static part, the key of its
+    sampled structure: two problems that differ only in data may differ in structure,
+    e.g. a parameter that is zero)."""
+    h = hashlib.blake2b(digest_size=16)
+    for a in arrays:
+        a = np.asarray(a)
+        h.update(str((a.shape, a.dtype)).encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.digest()
+
+
+# The sampled structures of the last problems solved (keyed like their programs, and by
+# their data): a repeated solve of a problem does not sample again.
+_STRUCTURES: dict = {}
+_STRUCTURES_KEPT = 64
+
+
+def _sampled(evaluator: _Evaluator, layout, lo, hi, *, hessian: bool) -> Structure:
+    """The sampled structure of `evaluator`'s NLP (`_sparsity.sampled_structure`); without
+    an exact `hessian`, the Hessian's blocks stay as they are (IPOPT does not ask for it,
+    and sampling would compile its program)."""
+    key = (evaluator.key, hessian)
+    if key in _STRUCTURES:
+        return _STRUCTURES[key]
+    if hessian:
+        H = evaluator.block_hessian
+    else:
+        H = lambda z, lam, s: np.ones(layout.hess_rows.shape[0])  # noqa: E731 - all kept
+    structure = sampled_structure(layout, evaluator.block_jacobian, H, lo, hi)
+    if len(_STRUCTURES) >= _STRUCTURES_KEPT:
+        _STRUCTURES.pop(next(iter(_STRUCTURES)))
+    _STRUCTURES[key] = structure
+    return structure
 
 
 def _progress(enabled: bool, total: int):
