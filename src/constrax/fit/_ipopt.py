@@ -347,27 +347,25 @@ class _Evaluator:
             except StructureViolation as e:
                 self.violation = e
 
+    def _kept(self, kind, values, kept, dropped, rows, cols) -> np.ndarray:
+        """The kept entries of `values`, the dropped ones checked (`_check`)."""
+        self.evaluations[kind] += 1
+        self._check(kind, values, dropped, rows, cols, self.evaluations[kind])
+        return values[kept]
+
     def jacobian(self, z) -> np.ndarray:
         values = self.block_jacobian(z)
-        S = self._structure
+        S, L = self._structure, self._layout
         if S is None:
             return values
-        self.evaluations["Jacobian"] += 1
-        L = self._layout
-        n = self.evaluations["Jacobian"]
-        self._check("Jacobian", values, S.jac_dropped, L.jac_rows, L.jac_cols, n)
-        return values[S.jac_kept]
+        return self._kept("Jacobian", values, S.jac_kept, S.jac_dropped, L.jac_rows, L.jac_cols)
 
     def hessian(self, z, lagrange, obj_factor) -> np.ndarray:
         values = self.block_hessian(z, lagrange, obj_factor)
-        S = self._structure
+        S, L = self._structure, self._layout
         if S is None:
             return values
-        self.evaluations["Hessian"] += 1
-        L = self._layout
-        n = self.evaluations["Hessian"]
-        self._check("Hessian", values, S.hess_dropped, L.hess_rows, L.hess_cols, n)
-        return values[S.hess_kept]
+        return self._kept("Hessian", values, S.hess_kept, S.hess_dropped, L.hess_rows, L.hess_cols)
 
 
 def _digest(arrays) -> bytes:
