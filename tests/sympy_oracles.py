@@ -15,7 +15,7 @@ on how the constraint rows are scaled, so it can be compared with `cx.accelerati
 
 Systems (the names of the builder functions):
 
-* `snake_cart`: seed 003 §1.2, two wheel assemblies at $\pm\ell/2$ steered at
+* `snake_cart`: Briggs 2016, §1.2, two wheel assemblies at $\pm\ell/2$ steered at
   $\theta\pm\phi$, a steering torque $\tau$ on $\phi$; rows (1.2.1) up to sign.
 * `rolling_disk`: a vertical disk rolling without slipping, pushed by a horizontal force.
 * `chaplygin_sleigh`: knife edge at the contact point, centre of mass a distance $a$ ahead.
@@ -97,7 +97,7 @@ def _numeric(name: str, lm: me.LagrangesMethod, qs, params: tuple[sp.Symbol, ...
 
 @functools.cache
 def snake_cart() -> Oracle:
-    r"""Seed 003 §1.2 snake cart with a steering torque $\tau$ on $\phi$.
+    r"""The snake cart of Briggs 2016, §1.2, with a steering torque $\tau$ on $\phi$.
 
     Coordinates $(x, y, \theta, \phi)$ of the body's centre of mass, heading and steering
     angle. Body: mass $m_b$, inertia $J_b$ at the centre. Wheel assemblies: mass $m_w$,

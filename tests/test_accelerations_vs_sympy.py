@@ -1,6 +1,6 @@
 r"""`cx.accelerations` against independent `sympy.physics.mechanics` derivations.
 
-For five systems — the snake cart of seed 003 §1.2 (Pfaffian rows (1.2.1) and a steering
+For five systems — the snake cart of Briggs 2016, §1.2 (Pfaffian rows (1.2.1) and a steering
 torque), a vertical rolling disk, the Chaplygin sleigh, a Cartesian double pendulum
 (holonomic) and a bead on a spinning hoop (rheonomic holonomic) — the constrax system is
 written here with plain user functions (the snake cart's Lagrangian and wheel constraint are
@@ -32,7 +32,7 @@ RTOL = 1e-9  # norm-wise relative error per state
 # The systems, written as a constrax user would.
 
 
-# The snake cart: the model zoo's Lagrangian and wheel rows (seed 003 eq. (1.2.1)), with a
+# The snake cart: the model zoo's Lagrangian and wheel rows (Briggs 2016, eq. (1.2.1)), with a
 # constant steering torque of its own.
 _ZOO_SNAKE = cx.models.snake_cart().system
 snake_L = _ZOO_SNAKE.lagrangian

@@ -1,4 +1,4 @@
-"""Affine body (seed 002): kinematics, derived quantities, gyroscopic = rigid body,
+"""Affine body (Sławianowski et al. 2013): kinematics, derived quantities, gyroscopic = rigid body,
 unconstrained hyperelastic invariants, bad input."""
 
 import diffrax
@@ -38,7 +38,7 @@ def test_kinetic_energy_is_seed_quadratic_form_and_mass_matrix_is_block_diagonal
     body = _metric_body()
     q, qd = af.affine_state(body, jnp.ones(3), PHI3, jnp.array([0.1, -0.2, 0.3]), W3)
     rd, phid = qd[:3], qd[3:].reshape(3, 3)
-    # Index form of the seed: M/2 g_ij rd^i rd^j + 1/2 g_ij phid^i_K phid^j_L J^KL.
+    # Index form of the paper: M/2 g_ij rd^i rd^j + 1/2 g_ij phid^i_K phid^j_L J^KL.
     T_ref = 0.5 * body.mass * np.einsum("ij,i,j", G3, rd, rd) + 0.5 * np.einsum(
         "ij,iK,jL,KL", G3, phid, phid, J3
     )

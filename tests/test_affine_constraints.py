@@ -1,5 +1,5 @@
-"""Constrained affine motion (seed 002): isochoric, conformal, rotation-free under
-d'Alembert and vakonomic prescriptions, against the seed's reduced descriptions."""
+"""Constrained affine motion (Sławianowski et al. 2013): isochoric, conformal, rotation-free under
+d'Alembert and vakonomic prescriptions, against the paper's reduced descriptions."""
 
 import diffrax
 import equinox as eqx
@@ -123,7 +123,7 @@ def test_conformal_collapse_to_lambda_zero_raises():
 
 
 # ---------------------------------------------------------------------------------------
-# Rotation-free (g = eta = 1, where the seed's reduced forms are written).
+# Rotation-free (g = eta = 1, where the paper's reduced forms are written).
 
 RF_BODY = af.AffineBody(1.0, J3, potential=SVK)
 PHI_RF = ROT3 @ A3
@@ -179,7 +179,7 @@ def test_rotation_free_dalembert_matches_corrected_usual_reduced_equations(rf_da
 
 
 def test_seed_usual_equation_terms_three_and_four_are_typos(rf_dalembert):
-    """The seed's tensor equation fails on the engine's d'Alembert motion; the corrected
+    """The paper's tensor equation fails on the engine's d'Alembert motion; the corrected
     third term -A J A_dot c and fourth term +1/4 A J A c^2 (c = [A^-1, A_dot]) fix it."""
     traj, _ = rf_dalembert
     pol, Add = _polar_path(traj)
@@ -192,7 +192,7 @@ def test_seed_usual_equation_terms_three_and_four_are_typos(rf_dalembert):
         return np.max(np.abs(_sym(sum(terms[k] for k in keys) - Nbar)))
 
     assert residual("T1", "T2", "T3", "T4") <= 1e-9
-    assert residual("T1", "T2", "T3_printed", "T4_printed") > 1e-3  # the seed, literally
+    assert residual("T1", "T2", "T3_printed", "T4_printed") > 1e-3  # the paper, literally
     assert residual("T1", "T2", "T3_printed", "T4_printed_alt") > 1e-3  # other reading of term 4
     assert residual("T1", "T2", "T3", "T4_printed") > 1e-4  # term 3 fixed alone: still wrong
     assert residual("T1", "T2", "T3_printed", "T4") > 1e-3  # term 4 fixed alone: still wrong

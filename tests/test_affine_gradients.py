@@ -1,5 +1,5 @@
 """Gradients through affine-body rollouts w.r.t. the inertia J and the elastic moduli
-match central finite differences (seed 002 body, St Venant–Kirchhoff V(G))."""
+match central finite differences (Sławianowski et al. 2013 body, St Venant–Kirchhoff V(G))."""
 
 import diffrax
 import jax

@@ -100,7 +100,8 @@ def test_batch_failure_raises_under_vmap_with_throw():
 def test_batched_parameters_and_controls_match_closed_form(prescription):
     # Batched control coefficients; the mass batched too (vakonomic case) or shared with a
     # pytree-prefix `p_axes` (d'Alembert case). For a holonomic constraint the vakonomic
-    # motion equals the d'Alembert one (DESIGN.md §1), so both follow the closed form.
+    # motion equals the d'Alembert one (docs/concepts/prescriptions.md), so both follow the
+    # closed form.
     B = 4
     x0 = jnp.linspace(-1.0, 1.0, B)
     v0 = jnp.array([0.0, 0.5, -0.3, 1.0])

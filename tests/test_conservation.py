@@ -1,13 +1,13 @@
 r"""Conservation laws and drift control over long integrations.
 
 * Energy $E = \dot q\cdot\partial L/\partial\dot q - L$ of a conservative, scleronomic
-  system with ideal (d'Alembert) constraints is constant (seed 001 §5.4.2: ideal
+  system with ideal (d'Alembert) constraints is constant (Neimark & Fufaev 1972: ideal
   reactions do no work): the chaotic Cartesian double pendulum over ~$10^4$ adaptive
   Tsit5 steps at rtol = atol = $10^{-12}$ keeps $|E(t) - E(0)|/|E(0)| \le 10^{-8}$.
 * The index-reduced equations keep $\ddot g = 0$ but not $g = 0$: over $10^5$ fixed
   Tsit5 steps a Cartesian pendulum drifts off $|q| = l$ by more than $10^{-8}$ without
   stabilisation, and stays within $10^{-8}$ (position and velocity residuals) with
-  `cx.Baumgarte(10, 10)` (DESIGN.md §1 "Drift").
+  `cx.Baumgarte(10, 10)` (docs/concepts/stabilisation.md).
 """
 
 import diffrax

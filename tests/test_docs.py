@@ -125,10 +125,13 @@ def test_coverage_checker_names_the_undocumented_symbol():
 
 def test_no_page_or_docstring_cites_internal_notes():
     """Users have the docs and the published literature, not the project's internal notes
-    (README, docs pages, docstrings and comments, and the notebooks the site renders)."""
+    (README, docs pages, the docstrings and comments of the package, its tests, benchmarks and
+    experiments, and the notebooks the site renders)."""
     pattern = re.compile(r"DESIGN\.md|seed [0-9]{3}|seeds/|shared/|\bthe seed\b", re.I)
     offenders = []
-    files = [ROOT / "README.md", *DOCS.rglob("*.md"), *(ROOT / "src").rglob("*.py")]
+    files = [ROOT / "README.md", *DOCS.rglob("*.md")]
+    for folder in ("src", "tests", "benchmarks", "experiments"):
+        files += [p for p in (ROOT / folder).rglob("*.py") if p != pathlib.Path(__file__)]
     files += sorted((ROOT / "notebooks").glob("*.ipynb"))  # rendered as the tutorials
     for path in files:
         for i, line in enumerate(path.read_text().splitlines(), 1):

@@ -273,7 +273,7 @@ def snake_L(t, q, qd, p):
 
 
 def wheels(t, q, p):
-    """Seed 003 eq. (1.2.1) with l = 1."""
+    """Briggs 2016, eq. (1.2.1), with l = 1."""
     _, _, th, ph = q
     h = 0.5 * jnp.cos(ph)
     z = jnp.zeros_like(th)

@@ -1,6 +1,6 @@
 """Geometry of constraint distributions: curl, Frobenius, singularities, accessibility.
 
-References: sympy exterior derivatives, hand-derived Lie brackets, seed 003's snake cart
+References: sympy exterior derivatives, hand-derived Lie brackets, Briggs's (2016) snake cart
 (singular exactly at phi = +-pi/2, eq. 1.2.4), Chow–Rashevskii on textbook examples.
 """
 
@@ -179,10 +179,10 @@ def test_distribution_basis_spans_kernel_and_is_orthonormal():
     np.testing.assert_allclose(D.singular_values, [np.sqrt(1 + 0.49), 1.0], rtol=1e-13)
 
 
-# --- singular configurations: the snake cart (seed 003 §1.2) -------------------------------
+# --- singular configurations: the snake cart (Briggs 2016, §1.2) -------------------------------
 
 
-def snake_cart_wheels(t, q, p):  # seed 003 eq. (1.2.1), q = (x, y, theta, phi)
+def snake_cart_wheels(t, q, p):  # Briggs 2016, eq. (1.2.1), q = (x, y, theta, phi)
     x, y, th, ph = q
     h = p["l"] / 2 * jnp.cos(ph)
     return jnp.array(

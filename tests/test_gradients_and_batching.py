@@ -5,7 +5,7 @@ r"""Gradients through trajectories, `jit`, and `vmap` over initial states.
   (fixed-step Tsit5, so the map is smooth in the parameters) to $10^{-6}$ relative.
 * `jax.vmap` over 64 initial states equals a Python loop of single `jax.jit` runs.
 * The gradient through the Udwadia–Kalaba solve at the snake cart's rank-deficient
-  configuration $\phi = \pi/2$ (seed 003 §1.2) is finite, and matches central finite
+  configuration $\phi = \pi/2$ (Briggs 2016, §1.2) is finite, and matches central finite
   differences along a parameter that keeps the rank at 1; and (slow) the gradient of a
   whole fixed-step trajectory that crosses $\phi = \pi/2$ with `UdwadiaKalaba` and
   `Projection` matches central finite differences to $10^{-6}$ relative.
@@ -110,7 +110,7 @@ def test_vmap_over_64_initial_states_equals_a_python_loop_of_jitted_runs():
 # Gradient through the Udwadia–Kalaba solve at a rank-deficient configuration.
 
 
-# The snake cart of the model zoo (seed 003 §1.2): its Lagrangian and wheel rows (1.2.1).
+# The snake cart of the model zoo (Briggs 2016, §1.2): its Lagrangian and wheel rows (1.2.1).
 ZOO_SNAKE = cx.models.snake_cart().system
 
 

@@ -1,4 +1,4 @@
-r"""The snake cart of seed 003 §1.2 driven through its singular configurations.
+r"""The snake cart of Briggs (2016), §1.2, driven through its singular configurations.
 
 At $\phi = \pm\pi/2$ the two wheel rows (1.2.1) coincide: $A$ drops from rank 2 to rank 1,
 the multipliers of (1.2.3) are no longer unique (1.2.4), and a plain KKT solve breaks.

@@ -1,13 +1,14 @@
 r"""Vakonomic (Hamilton–Lusternik) dynamics against independent references.
 
-Seed 002: closed forms of the nonholonomic particle under both prescriptions, holonomic
-constraints (vakonomic = d'Alembert with lambda = mu_dot), the linear vakonomic reaction
-R_i = mu_dot^a w_ai + mu^a (d_j w_ai - d_i w_aj) qd^j against sympy, a nonlinear velocity
-constraint (constant speed) with closed forms and the effective energy E[L, M], sympy
-accelerations for nonlinear constraints, gradients against finite differences, bad input.
+Sławianowski et al. (2013): closed forms of the nonholonomic particle under both
+prescriptions, holonomic constraints (vakonomic = d'Alembert with lambda = mu_dot), the
+linear vakonomic reaction R_i = mu_dot^a w_ai + mu^a (d_j w_ai - d_i w_aj) qd^j against
+sympy, a nonlinear velocity constraint (constant speed) with closed forms and the effective
+energy E[L, M], sympy accelerations for nonlinear constraints, gradients against finite
+differences, bad input.
 
-Sign convention: constrax's effective Lagrangian is L - mu.c (seed 002 "Vakonomic
-prescription"), so its mu is minus the seed's in the nonlinear section (L + mu F).
+Sign convention: constrax's effective Lagrangian is L - mu.c (Sławianowski et al. 2013,
+"Vakonomic prescription"), so its mu is minus the paper's in the nonlinear section (L + mu F).
 """
 
 import diffrax
@@ -264,7 +265,8 @@ def test_compare_prescriptions_holonomic_double_pendulum_same_motion_any_mu0():
 
 
 # =========================================================================================
-# Linear vakonomic reactions: the explicit curl formula of seed 002 (sympy derivatives).
+# Linear vakonomic reactions: the explicit curl formula of Sławianowski et al. (2013)
+# (sympy derivatives).
 
 
 def disk_lagrangian(t, q, qd, p):
@@ -334,7 +336,8 @@ def test_linear_vakonomic_reactions_equal_explicit_curl_formula():
 #   P0 = (1 - mu0) qd0, qd = v P/|P|, mu = 1 - |P|/v,
 #   x = x0 + (v P0x/g)(asinh(P0y/P0x) - asinh((P0y - g t)/P0x)),
 #   y = y0 + (v/g)(|P0| - |P(t)|);  E[L, M] = E - mu qd.dF/dqd = v^2/2 + g y - mu v^2 const.
-# With a dissipative force D = -gamma qd: d/dt E[L, M] = D.qd = -gamma v^2 (seed 002).
+# With a dissipative force D = -gamma qd: d/dt E[L, M] = D.qd = -gamma v^2
+# (Sławianowski et al. 2013).
 
 G, V = 1.5, 1.2
 
@@ -386,7 +389,7 @@ def test_speed_constraint_vakonomic_closed_form_and_effective_energy_balance(gam
     res = jax.vmap(lambda q_, qd_: cx.constraint_residual(system, 0.0, q_, qd_, p).velocity)(q, qd)
     assert float(jnp.max(jnp.abs(res))) <= 1e-8
     EM = jax.vmap(lambda q_, qd_, mu_: cx.effective_energy(system, 0.0, q_, qd_, mu_, p))(q, qd, mu)
-    # seed 002: d/dt E[L, M] = D.qd = -gamma |qd|^2 = -gamma v^2
+    # Sławianowski et al. (2013): d/dt E[L, M] = D.qd = -gamma |qd|^2 = -gamma v^2
     ref_EM = EM[0] - gamma * V**2 * t
     np.testing.assert_allclose(EM, ref_EM, rtol=1e-8, atol=0)
     if gamma == 0.0:

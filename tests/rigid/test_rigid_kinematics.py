@@ -1,7 +1,7 @@
 """constrax.rigid kinematics: SO(3) maps, orientation coordinates, RigidBody, bad input.
 
 References: closed forms (cross products, Rodrigues vs. `expm`, elementary rotations),
-finite differences in time, and the definitions of seed 003 Definition 2.21 written out
+finite differences in time, and Briggs (2016), Definition 2.21 written out
 by hand."""
 
 import equinox as eqx
