@@ -14,7 +14,9 @@ $L = \sum_b \tfrac12 m_b|\dot c_b|^2 + \tfrac12\Omega_b^\top I_b\Omega_b
 with $c_b$ the centre of mass, $\Omega_b$ the angular velocity in the principal frame,
 $v = J(q)\dot q$ MuJoCo's `qvel` and $a$ the armature (plus MuJoCo 4's polynomial spring
 terms $\tfrac13 k_1\Delta^3 + \tfrac14 k_2\Delta^4$); joint damping and actuators are a
-generalized force $Q = J^\top(-(d_0 + d_1|v| + d_2v^2)\odot v + \tau_\text{act})$;
+generalized force $Q = J^\top(-(d_0 + d_1|v| + d_2v^2)\odot v + \tau_\text{act})$. An
+actuator $i$ of gear $g_i$ on a joint adds $g_i^2$ times its own armature and damping
+coefficients (MuJoCo 4's actuator `armature`, `damping`) to the joint's $a$ and $d$;
 equality constraints are `cx.Holonomic` rows. See `docs/interop/mjcf.md`.
 """
 
@@ -576,9 +578,11 @@ def from_mjcf(
     joints as generalized coordinates of the kinematic tree (ball and free joints as unit
     quaternions, scalar first, with their norm rows as `cx.Holonomic`), gravity, armature
     (added to the kinetic energy as $\tfrac12 a_k v_k^2$, i.e. to MuJoCo's mass matrix
-    diagonal), hinge/slide springs (`stiffness`, `springref`; MuJoCo 4's polynomial
+    diagonal; an actuator's `armature` (MuJoCo 4) adds $g^2$ times it to the joint it drives
+    with gear $g$), hinge/slide springs (`stiffness`, `springref`; MuJoCo 4's polynomial
     `stiffness="k0 k1 k2"`, spring force $-(k_0\Delta + k_1\Delta^2 + k_2\Delta^3)$), joint
-    damping ($-(d_0 + d_1|v| + d_2v^2)v$ with MuJoCo 4's polynomial `damping`) and actuators
+    damping ($-(d_0 + d_1|v| + d_2v^2)v$ with MuJoCo 4's polynomial `damping`; an actuator's
+    `damping` adds $g^2$ times its coefficients, also when actuation is off) and actuators
     (`motor`/`general`/`position`/`velocity` without dynamics, joint transmission on
     hinge/slide joints, fixed or affine gain and bias, `ctrlrange`/`forcerange` clamping,
     none from the groups `<option actuatorgroupdisable>` switches off) as a generalized
@@ -588,7 +592,8 @@ def from_mjcf(
     Anything else that acts on the dynamics raises one `MJCFError` naming every such element
     (`MJCFError.problems`, one line each): tendons with stiffness, damping, friction or
     actuators, flexes/composites, fluid forces, mocap bodies, gravity compensation, actuator
-    dynamics and actuator damping, other transmissions and equality types.
+    dynamics, other transmissions (with their actuators' damping and armature) and equality
+    types.
     Joint and tendon limits, collisions and friction loss are inequality or contact
     phenomena that a constrained Lagrangian system does not represent: they raise too unless
     MuJoCo's own model disables them (`m.opt.disableflags`: `mjDSBL_LIMIT`,
@@ -611,7 +616,9 @@ def from_mjcf(
     `dof_armature` `(nv,)`, `dof_dampingpoly` `(nv, 2)`, `jnt_stiffness` `(njnt,)`,
     `jnt_stiffnesspoly` `(njnt, 2)` (zeros before MuJoCo 4), `qpos_spring` `(nq,)`,
     `actuator_gear` `(nu, 6)`, `actuator_gainprm`, `actuator_biasprm` `(nu, 10)`,
-    `actuator_ctrlrange`, `actuator_forcerange` `(nu, 2)`, `ctrl` `(nu,)`, `gravity` `(3,)`
+    `actuator_ctrlrange`, `actuator_forcerange` `(nu, 2)`, `actuator_damping`,
+    `actuator_armature` `(nu,)`, `actuator_dampingpoly` `(nu, 2)` (zeros before MuJoCo 4),
+    `ctrl` `(nu,)`, `gravity` `(3,)`
     (row 0 of the body arrays is the world). Geometry is fixed at import.
 
     **Example:**
@@ -698,7 +705,8 @@ def from_mjcf(
         actuator_ctrlrange=f64(m.actuator_ctrlrange).reshape(-1, 2),
         actuator_forcerange=f64(m.actuator_forcerange).reshape(-1, 2),
         # MuJoCo 4's damping and armature that an actuator adds to the joint it drives,
-        # times gear^2 (zeros on older MuJoCo); like joint damping, off with mjDSBL_DAMPER.
+        # times gear^2 (zeros on older MuJoCo); its damping, like the joints', is off with
+        # mjDSBL_DAMPER.
         actuator_damping=f64(getattr(m, "actuator_damping", np.zeros(m.nu))).reshape(-1) * damper,
         actuator_dampingpoly=_poly(m, "actuator_dampingpoly", m.nu) * damper,
         actuator_armature=f64(getattr(m, "actuator_armature", np.zeros(m.nu))).reshape(-1),
