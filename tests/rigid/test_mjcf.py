@@ -596,14 +596,6 @@ def test_frictionloss_disabled_by_the_model_is_accepted_on_tendons_too():
         assert cx.rigid.from_mjcf(m).coordinates == ("j", "k")
 
 
-def test_actuator_damping_is_refused_naming_the_actuator():
-    if not hasattr(mujoco.MjModel, "actuator_damping"):
-        pytest.skip("actuator damping is MuJoCo 4's")
-    xml = _xml(extra='<actuator><motor name="a" joint="j" damping="0.5"/></actuator>')
-    with pytest.raises(cx.rigid.MJCFError, match="actuator 'a': actuator damping"):
-        cx.rigid.from_mjcf(xml)
-
-
 def test_consistent_initial_state_projects_a_model_with_redundant_equalities():
     """The loops model's connect and weld fix some freedoms twice (11 holonomic rows of
     rank 9): the projection must move q onto the rows, not stop at q (the first

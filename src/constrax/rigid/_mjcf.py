@@ -14,7 +14,9 @@ $L = \sum_b \tfrac12 m_b|\dot c_b|^2 + \tfrac12\Omega_b^\top I_b\Omega_b
 with $c_b$ the centre of mass, $\Omega_b$ the angular velocity in the principal frame,
 $v = J(q)\dot q$ MuJoCo's `qvel` and $a$ the armature (plus MuJoCo 4's polynomial spring
 terms $\tfrac13 k_1\Delta^3 + \tfrac14 k_2\Delta^4$); joint damping and actuators are a
-generalized force $Q = J^\top(-(d_0 + d_1|v| + d_2v^2)\odot v + \tau_\text{act})$;
+generalized force $Q = J^\top(-(d_0 + d_1|v| + d_2v^2)\odot v + \tau_\text{act})$. An
+actuator $i$ of gear $g_i$ on a joint adds $g_i^2$ times its own armature and damping
+coefficients (MuJoCo 4's actuator `armature`, `damping`) to the joint's $a$ and $d$;
 equality constraints are `cx.Holonomic` rows. See `docs/interop/mjcf.md`.
 """
 
@@ -35,7 +37,7 @@ from ._contacts import Disk, Sphere, body_constraints
 from ._mjcf_checks import _BALL, _FREE, _HINGE, _SLIDE, IGNORABLE, MJCFError, check_supported
 from ._orientation import Quaternion
 from ._so3 import quaternion_multiply, quaternion_to_rotation
-from ._tree_dynamics import TreeDynamics
+from ._tree_dynamics import TreeDynamics, actuator_reflected, dof_armature
 
 _QUATERNION = Quaternion()
 
@@ -95,7 +97,8 @@ class KinematicTree(eqx.Module):
 
     Geometry (body placements, joint anchors and axes, reference positions `qpos0`,
     centre-of-mass offsets and principal frames) is fixed at import; the structure (parents,
-    joint types and addresses) is static.
+    joint types and addresses, and `actuator_dofs`: the degree of freedom each actuator's
+    joint transmission drives) is static.
 
     **Example:** `xpos, xmat = tree.frames(q)`: every body frame's origin `(nbody, 3)` and
     rotation `(nbody, 3, 3)` in the world, as MuJoCo's `data.xpos`, `data.xmat`.
@@ -113,6 +116,9 @@ class KinematicTree(eqx.Module):
     joints: tuple[tuple[int, int, int], ...] = eqx.field(static=True)  # (type, qadr, vadr)
     nq: int = eqx.field(static=True)
     nv: int = eqx.field(static=True)
+    # The dof (index in `qvel`) that each actuator's joint transmission drives: where its
+    # reflected armature and damping act (MuJoCo 4's `actuator_armature`, `actuator_damping`).
+    actuator_dofs: tuple[int, ...] = eqx.field(static=True, default=())
 
     def frames(self, q: Float[Array, " nq"]) -> tuple[Float[Array, "nbody 3"], Array]:
         """Body frames `(xpos, xmat)` at the coordinates `q` (MuJoCo's `mj_kinematics`)."""
@@ -572,9 +578,11 @@ def from_mjcf(
     joints as generalized coordinates of the kinematic tree (ball and free joints as unit
     quaternions, scalar first, with their norm rows as `cx.Holonomic`), gravity, armature
     (added to the kinetic energy as $\tfrac12 a_k v_k^2$, i.e. to MuJoCo's mass matrix
-    diagonal), hinge/slide springs (`stiffness`, `springref`; MuJoCo 4's polynomial
+    diagonal; an actuator's `armature` (MuJoCo 4) adds $g^2$ times it to the joint it drives
+    with gear $g$), hinge/slide springs (`stiffness`, `springref`; MuJoCo 4's polynomial
     `stiffness="k0 k1 k2"`, spring force $-(k_0\Delta + k_1\Delta^2 + k_2\Delta^3)$), joint
-    damping ($-(d_0 + d_1|v| + d_2v^2)v$ with MuJoCo 4's polynomial `damping`) and actuators
+    damping ($-(d_0 + d_1|v| + d_2v^2)v$ with MuJoCo 4's polynomial `damping`; an actuator's
+    `damping` adds $g^2$ times its coefficients, also when actuation is off) and actuators
     (`motor`/`general`/`position`/`velocity` without dynamics, joint transmission on
     hinge/slide joints, fixed or affine gain and bias, `ctrlrange`/`forcerange` clamping,
     none from the groups `<option actuatorgroupdisable>` switches off) as a generalized
@@ -584,7 +592,8 @@ def from_mjcf(
     Anything else that acts on the dynamics raises one `MJCFError` naming every such element
     (`MJCFError.problems`, one line each): tendons with stiffness, damping, friction or
     actuators, flexes/composites, fluid forces, mocap bodies, gravity compensation, actuator
-    dynamics and actuator damping, other transmissions and equality types.
+    dynamics, other transmissions (with their actuators' damping and armature) and equality
+    types.
     Joint and tendon limits, collisions and friction loss are inequality or contact
     phenomena that a constrained Lagrangian system does not represent: they raise too unless
     MuJoCo's own model disables them (`m.opt.disableflags`: `mjDSBL_LIMIT`,
@@ -607,7 +616,9 @@ def from_mjcf(
     `dof_armature` `(nv,)`, `dof_dampingpoly` `(nv, 2)`, `jnt_stiffness` `(njnt,)`,
     `jnt_stiffnesspoly` `(njnt, 2)` (zeros before MuJoCo 4), `qpos_spring` `(nq,)`,
     `actuator_gear` `(nu, 6)`, `actuator_gainprm`, `actuator_biasprm` `(nu, 10)`,
-    `actuator_ctrlrange`, `actuator_forcerange` `(nu, 2)`, `ctrl` `(nu,)`, `gravity` `(3,)`
+    `actuator_ctrlrange`, `actuator_forcerange` `(nu, 2)`, `actuator_damping`,
+    `actuator_armature` `(nu,)`, `actuator_dampingpoly` `(nu, 2)` (zeros before MuJoCo 4),
+    `ctrl` `(nu,)`, `gravity` `(3,)`
     (row 0 of the body arrays is the world). Geometry is fixed at import.
 
     **Example:**
@@ -655,6 +666,10 @@ def from_mjcf(
     joints = tuple(
         (int(m.jnt_type[j]), int(m.jnt_qposadr[j]), int(m.jnt_dofadr[j])) for j in range(m.njnt)
     )
+    # Every actuator has a joint transmission on a hinge or slide joint (`check_supported`).
+    act_j = np.array([int(m.actuator_trnid[i, 0]) for i in range(m.nu)], dtype=int)
+    act_a = np.array([int(m.jnt_qposadr[j]) for j in act_j], dtype=int)
+    act_v = np.array([int(m.jnt_dofadr[j]) for j in act_j], dtype=int)
     tree = KinematicTree(
         body_pos=jnp.asarray(f64(m.body_pos)),
         body_rot=jnp.asarray(np.stack([_rotation_np(x) for x in m.body_quat])),
@@ -668,15 +683,17 @@ def from_mjcf(
         joints=joints,
         nq=int(m.nq),
         nv=int(m.nv),
+        actuator_dofs=tuple(int(v) for v in act_v),
     )
 
     D = mujoco.mjtDisableBit
     off = lambda bit: bool(m.opt.disableflags & int(bit))
+    damper = 0.0 if off(D.mjDSBL_DAMPER) else 1.0
     params = dict(
         body_mass=f64(m.body_mass),
         body_inertia=f64(m.body_inertia),
-        dof_damping=f64(m.dof_damping) * (0.0 if off(D.mjDSBL_DAMPER) else 1.0),
-        dof_dampingpoly=_poly(m, "dof_dampingpoly", m.nv) * (0.0 if off(D.mjDSBL_DAMPER) else 1.0),
+        dof_damping=f64(m.dof_damping) * damper,
+        dof_dampingpoly=_poly(m, "dof_dampingpoly", m.nv) * damper,
         dof_armature=f64(m.dof_armature),
         jnt_stiffness=f64(m.jnt_stiffness) * (0.0 if off(D.mjDSBL_SPRING) else 1.0),
         jnt_stiffnesspoly=_poly(m, "jnt_stiffnesspoly", m.njnt)
@@ -687,6 +704,12 @@ def from_mjcf(
         actuator_biasprm=f64(m.actuator_biasprm).reshape(-1, 10),
         actuator_ctrlrange=f64(m.actuator_ctrlrange).reshape(-1, 2),
         actuator_forcerange=f64(m.actuator_forcerange).reshape(-1, 2),
+        # MuJoCo 4's damping and armature that an actuator adds to the joint it drives,
+        # times gear^2 (zeros on older MuJoCo); its damping, like the joints', is off with
+        # mjDSBL_DAMPER.
+        actuator_damping=f64(getattr(m, "actuator_damping", np.zeros(m.nu))).reshape(-1) * damper,
+        actuator_dampingpoly=_poly(m, "actuator_dampingpoly", m.nu) * damper,
+        actuator_armature=f64(getattr(m, "actuator_armature", np.zeros(m.nu))).reshape(-1),
         ctrl=np.zeros(m.nu),
         gravity=f64(m.opt.gravity) * (0.0 if off(D.mjDSBL_GRAVITY) else 1.0),
     )
@@ -709,7 +732,7 @@ def from_mjcf(
         T = 0.5 * jnp.sum(mass * jnp.sum(comd[1:] ** 2, -1))
         T = T + 0.5 * jnp.sum(inertia * Om[1:] ** 2)
         v = tree.qvel(q, qd)
-        T = T + 0.5 * jnp.sum(p["dof_armature"] * v**2)
+        T = T + 0.5 * jnp.sum(dof_armature(p, act_v, tree.nv, q.dtype) * v**2)
         V = -jnp.sum(mass * (com[1:] @ p["gravity"]))
         if spring_j.size:
             dq = q[spring_a] - p["qpos_spring"][spring_a]
@@ -718,9 +741,6 @@ def from_mjcf(
             V = V + jnp.sum(k[:, 0] * dq**3 / 3.0 + k[:, 1] * dq**4 / 4.0)
         return T - V
 
-    act_j = np.array([int(m.actuator_trnid[i, 0]) for i in range(m.nu)], dtype=int)
-    act_a = np.array([int(m.jnt_qposadr[j]) for j in act_j], dtype=int)
-    act_v = np.array([int(m.jnt_dofadr[j]) for j in act_j], dtype=int)
     ctrl_limited = np.array(
         [bool(m.actuator_ctrllimited[i]) and not off(D.mjDSBL_CLAMPCTRL) for i in range(m.nu)]
     )
@@ -742,9 +762,14 @@ def from_mjcf(
 
     def force(t, q, qd, p):
         v = tree.qvel(q, qd)
-        # MuJoCo's damping -(d0 + d1|v| + d2 v^2) v (the polynomial terms are MuJoCo 4's).
-        dp = p["dof_dampingpoly"]
-        f = -(p["dof_damping"] + dp[:, 0] * jnp.abs(v) + dp[:, 1] * v**2) * v
+        # MuJoCo's damping -(d0 + d1|v| + d2 v^2) v (the polynomial terms are MuJoCo 4's),
+        # the joint's own coefficients plus those its actuators reflect (g^2 d, MuJoCo 4;
+        # they act whether or not actuation is enabled, as in MuJoCo).
+        d = p["dof_damping"] + actuator_reflected(p, "actuator_damping", act_v, tree.nv, q.dtype)
+        dp = p["dof_dampingpoly"] + actuator_reflected(
+            p, "actuator_dampingpoly", act_v, tree.nv, q.dtype
+        )
+        f = -(d + dp[:, 0] * jnp.abs(v) + dp[:, 1] * v**2) * v
         if actuated:
             u = p["ctrl"] if control is None else jnp.asarray(control(t, q, qd, p), q.dtype)
             lo, hi = p["actuator_ctrlrange"][:, 0], p["actuator_ctrlrange"][:, 1]

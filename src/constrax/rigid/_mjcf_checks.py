@@ -176,8 +176,11 @@ def _contacts(M: _Model) -> list[str]:
 
 def _actuators(M: _Model) -> list[str]:
     m, mujoco, out = M.m, M.mujoco, []
-    damping = M.field("actuator_damping", m.nu)
-    damping_poly = M.field("actuator_dampingpoly", (m.nu, 2))
+    reflected = (
+        (M.field("actuator_damping", m.nu) != 0)
+        | np.any(M.field("actuator_dampingpoly", (m.nu, 2)) != 0, axis=-1)
+        | (M.field("actuator_armature", m.nu) != 0)
+    )
     fixed_affine = (int(mujoco.mjtGain.mjGAIN_FIXED), int(mujoco.mjtGain.mjGAIN_AFFINE))
     none_affine = (int(mujoco.mjtBias.mjBIAS_NONE), int(mujoco.mjtBias.mjBIAS_AFFINE))
     for i in range(m.nu):
@@ -196,9 +199,8 @@ def _actuators(M: _Model) -> list[str]:
         ] not in (_SLIDE, _HINGE):
             out.append(
                 f"{actuator}: only joint transmissions on hinge and slide joints are converted"
+                + (" (with the damping and armature they reflect)" if reflected[i] else "")
             )
-        if damping[i] != 0 or np.any(damping_poly[i]):
-            out.append(f"{actuator}: actuator damping is not converted (joint damping is)")
     return out
 
 

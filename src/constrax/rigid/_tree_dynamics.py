@@ -24,7 +24,8 @@ $(0, a_i)$ for a translation. With $v$ MuJoCo's `qvel`:
   product with the static descendant matrix);
 - **composite rigid body** (§6.2): $I^c_b = \sum_{d\succeq b} I_d$,
   $M_{ij} = S_i^\top I^c_{b(i)} S_j$ for $b(j)\preceq b(i)$ (and symmetric), plus the
-  armature on the diagonal.
+  armature on the diagonal: the joint's own and what the actuators driving it reflect,
+  $g^2 a$ for a rotor of inertia $a$ behind a gear $g$ (MuJoCo 4's actuator `armature`).
 
 In $q$: $v = E(q)\dot q$ with $E$ block diagonal (hinge/slide and the free joint's
 position: the identity; a unit quaternion $x$: $\Omega = 2\operatorname{vec}(\bar x\otimes
@@ -127,6 +128,33 @@ def _vector(x, name: str, size: int, what: str):
     return x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(jnp.result_type(float))
 
 
+def actuator_reflected(p: dict, field: str, actuator_dofs, nv: int, dtype) -> Array:
+    r"""What the actuators reflect onto the degrees of freedom they drive (MuJoCo 4's actuator
+    `armature` and `damping`, MuJoCo's `mj_actuatorArmature` / `mj_actuatorDamping`):
+    $\sum_{i:\,k(i) = k} g_i^2\,x_i$ at every dof $k$, with $k(i)$ = `actuator_dofs[i]` the
+    dof of actuator $i$'s joint transmission, $g_i$ its gear `p["actuator_gear"][i, 0]` and
+    $x_i$ = `p[field][i]` (a rotor of inertia $a$ behind a gear $g$ moves at $g v$: kinetic
+    energy $\tfrac12 g^2 a v^2$; a damper $d$ there resists with $g\cdot d\,g v$). Shape
+    `(nv,) + p[field].shape[1:]`; a scalar zero where `p` has no `field` (older MuJoCo)."""
+    x = p.get(field) if isinstance(p, dict) else None
+    if x is None:
+        return jnp.zeros((), dtype)
+    dofs = np.asarray(actuator_dofs, np.int64).reshape(-1)
+    if dofs.size == 0:
+        return jnp.zeros((nv,) + jnp.shape(x)[1:], dtype)
+    x = jnp.asarray(x, dtype)
+    gear2 = jnp.asarray(p["actuator_gear"], dtype)[:, 0] ** 2
+    scaled = x * gear2.reshape((-1,) + (1,) * (x.ndim - 1))
+    return jnp.zeros((nv,) + x.shape[1:], dtype).at[dofs].add(scaled)
+
+
+def dof_armature(p: dict, actuator_dofs, nv: int, dtype) -> Float[Array, " nv"]:
+    r"""The armature on MuJoCo's mass-matrix diagonal: the joints' own, `p["dof_armature"]`,
+    plus the actuators' reflected $g_i^2 a_i$ (`p["actuator_armature"]`, MuJoCo 4)."""
+    own = jnp.asarray(p["dof_armature"], dtype)
+    return own + actuator_reflected(p, "actuator_armature", actuator_dofs, nv, dtype)
+
+
 # ----------------------------------------------------------------------------------------
 # The static layout of a tree: index arrays and ancestor masks, computed once with numpy.
 
@@ -142,8 +170,10 @@ class _Constants:
 class _Layout:
     """Index arrays and masks of a kinematic tree (hashable by its structure)."""
 
-    def __init__(self, parent, body_joints, joints, nq, nv):
+    def __init__(self, parent, body_joints, joints, nq, nv, actuator_dofs=()):
         self.key = (tuple(parent), tuple(body_joints), tuple(joints), nq, nv)
+        self.key += (tuple(actuator_dofs),)
+        self.actuator_dofs = np.asarray(actuator_dofs, np.int64).reshape(-1)
         nbody, njnt = len(parent), len(joints)
         self.nbody, self.njnt, self.nq, self.nv = nbody, njnt, nq, nv
         parent = np.asarray(parent, dtype=np.int64)
@@ -291,7 +321,8 @@ class TreeDynamics(AbstractDynamics):
     In MuJoCo's velocities $v$ (`qvel`), with $S_i$ the motion subspace of degree of
     freedom $i$, $b(i)$ its body and $I_b$ the spatial inertia of body $b$: the composite
     rigid-body mass matrix $M_{ij} = S_i^\top I^c_{b(i)} S_j$ for $b(j)\preceq b(i)$,
-    $I^c_b = \sum_{d\succeq b} I_d$ (§6.2), plus the armature on the diagonal; the bias
+    $I^c_b = \sum_{d\succeq b} I_d$ (§6.2), plus the armature on the diagonal (the
+    joints' own and the actuators' reflected $g_i^2 a_i$, `dof_armature`); the bias
     $c = \tau(q, v, \dot v = 0)$ of recursive Newton–Euler (§5.3), body forces
     $\mathsf f_b = I_b\mathsf a_b + \mathsf v_b\times^* I_b\mathsf v_b$ with gravity as an
     upward acceleration of the base, joint forces $\tau_i = S_i^\top\sum_{d\succeq b(i)}
@@ -300,8 +331,9 @@ class TreeDynamics(AbstractDynamics):
     q$: the terms that autodiff of the imported Lagrangian gives.
 
     The parameters `p` are those of `from_mjcf` (`body_mass`, `body_inertia`,
-    `dof_armature`, `jnt_stiffness`, `jnt_stiffnesspoly` where present, `qpos_spring`,
-    `gravity`); the geometry is the tree's.
+    `dof_armature`, `jnt_stiffness`, `qpos_spring`, `gravity`, and where present
+    `jnt_stiffnesspoly`, `actuator_armature` with `actuator_gear`); the geometry and the
+    dof each actuator drives (`tree.actuator_dofs`) are the tree's.
     As an `AbstractDynamics` it is the `dynamics` of every `from_mjcf` system: the engine
     reads $(W, f_0)$ from it instead of autodiff of the imported Lagrangian (the time `t`
     is ignored: the Lagrangian does not depend on it).
@@ -334,7 +366,14 @@ class TreeDynamics(AbstractDynamics):
         # the parameters `p` are what is differentiated, and a `System` holding this module
         # may sit in a static field (`cx.Trajectory.system`), where arrays do not belong.
         self._geometry = _Constants(jax.tree.map(np.asarray, tree))
-        self.layout = _Layout(tree.parent, tree.body_joints, tree.joints, tree.nq, tree.nv)
+        self.layout = _Layout(
+            tree.parent,
+            tree.body_joints,
+            tree.joints,
+            tree.nq,
+            tree.nv,
+            tree.actuator_dofs,
+        )
 
     @property
     def tree(self):
@@ -481,7 +520,10 @@ class TreeDynamics(AbstractDynamics):
         F = _inertia_times(mc[b], hc[b], Ic[b], S)  # (nv, 6): I^c_{b(i)} S_i
         G = F @ S.T  # G[i, k] = S_k . I^c_{b(i)} S_i
         M = jnp.where(L.dof_anc, G, jnp.where(L.dof_anc.T, G.T, 0.0))
-        return M + jnp.diag(jnp.asarray(p["dof_armature"], dt))
+        return M + jnp.diag(self._armature(p, dt))
+
+    def _armature(self, p, dt):
+        return dof_armature(p, self.layout.actuator_dofs, self.layout.nv, dt)
 
     def inverse_dynamics(
         self, q: Float[Array, " nq"], v: Float[Array, " nv"], qacc: Float[Array, " nv"], p: dict
@@ -514,7 +556,7 @@ class TreeDynamics(AbstractDynamics):
         m, h, Ibar = self._inertias(R, t, p, dt)
         f = _inertia_times(m, h, Ibar, acc) + _cross_force(vel, _inertia_times(m, h, Ibar, vel))
         F = jnp.asarray(L.descendants, dt) @ f
-        arm = jnp.asarray(p["dof_armature"], dt)
+        arm = self._armature(p, dt)
         tau = jnp.sum(S * F[L.dof_body], -1) + arm * qacc
         if L.quat_v.size:  # Omega x A Omega of the quaternion joints' armature
             idx = L.quat_v[:, None] + np.arange(3)
