@@ -450,3 +450,48 @@ def test_snake_cart_steered_through_two_singular_crossings_with_less_effort():
     assert sol.manifold_violation <= 1e-8 and sol.terminal_error <= 1e-8
     assert sol.objective < default_effort
     assert sol.replay_error() <= 1e-3
+
+
+@pytest.mark.slow
+def test_replay_of_a_kkt_solution_through_seven_singular_crossings_uses_a_rank_robust_solve():
+    """The snake cart over 10 s through seven crossings of φ = ±π/2 (the problem of
+    `benchmarks/trajopt_singular.py`), solved with the default `cx.KKT()` on 100 intervals:
+    a solution with less effort than the default torque's, on the constraints at every node.
+    Its replay integrates through the crossings, where a KKT solve would stop at a stage
+    that lands next to the singular configuration: `replay` takes `cx.AutoSolver()` for a
+    problem whose solver is not rank-robust. (With 80 or 120 intervals the same problem
+    does not converge: the benchmark's table; docs/concepts/trajectory-optimisation.md.)"""
+    from benchmarks import trajopt_singular
+
+    problem, guess, reference = trajopt_singular.problem_and_guess(cx.KKT())
+    assert reference["crossings"] == 7
+    sol = fit.solve_optimal_control(problem, guess, transcription=fit.HermiteSimpson(100))
+    assert sol.success, (sol.status, sol.violated)
+    assert trajopt_singular.crossings(sol.q[:, 3]) == 7
+    assert sol.objective < reference["effort"]
+    assert sol.manifold_violation <= 1e-8 and sol.terminal_error <= 1e-8
+    assert sol.replay_error() <= 1e-2
+
+
+def test_a_failed_check_inside_the_solve_names_the_iteration_and_the_check():
+    """Under `cx.KKT()` a node on the snake cart's singular configuration (φ = π/2, where
+    the wheel rows coincide) makes the saddle matrix singular inside IPOPT's first
+    evaluation: the error says so in one line, not XLA's wrapped callback traceback."""
+    model = models.snake_cart()
+    force = lambda t, q, qd, p: jnp.stack([0 * t, 0 * t, 0 * t, p["u"][0]])
+    system = cx.System(model.system.lagrangian, model.system.constraints, force=force)
+    q0 = jnp.array([0.0, 0.0, 0.0, 1.2])
+    problem = fit.OptimalControlProblem(
+        system,
+        {**model.params, "u": jnp.zeros(1)},
+        control=lambda p: p["u"],
+        t1=1.0,
+        q0=q0,
+        qd0=jnp.zeros(4),
+        running_cost=_effort,
+        constraint_solver=cx.KKT(),
+    )
+    singular = jnp.array([0.0, 0.0, 0.0, np.pi / 2])
+    guess = lambda t: (q0 + t * (singular - q0), jnp.zeros(4), jnp.zeros(1))
+    with pytest.raises(RuntimeError, match=r"failed at iteration 0.*saddle-point matrix"):
+        fit.solve_optimal_control(problem, guess, transcription=fit.HermiteSimpson(4))

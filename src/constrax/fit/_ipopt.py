@@ -217,6 +217,11 @@ class IPOPT(eqx.Module):
                 z, info = problem.solve(np.asarray(z0, np.float64), lagrange=multipliers0)
             else:
                 z, info = problem.solve(np.asarray(z0, np.float64))
+        except Exception as e:
+            failed = _evaluation_error(e, count[0])
+            if failed is None:
+                raise
+            raise failed from e
         finally:
             if bar is not None:
                 bar.close()
@@ -413,3 +418,18 @@ def _progress(enabled: bool, total: int):
         warnings.warn("progress=True needs tqdm (pip install tqdm)", stacklevel=4)
         return None
     return tqdm(total=total, desc="constrax.fit (IPOPT)", leave=False)
+
+
+def _evaluation_error(error: Exception, iteration: int) -> RuntimeError | None:
+    """A check of the dynamics that failed inside one of IPOPT's callbacks (raised by
+    `equinox.error_if` in the compiled program, so wrapped in XLA's runtime error and
+    its traceback) as a `RuntimeError` that says so in a line; `None` for other errors."""
+    text = str(error)
+    start = text.find("constrax:")
+    if start < 0:
+        return None
+    message = text[start:].splitlines()[0]
+    return RuntimeError(
+        f"cx.fit.IPOPT: evaluating the NLP failed at iteration {iteration}, at a point the "
+        f"solver stepped to (not the guess unless iteration 0): {message}"
+    )

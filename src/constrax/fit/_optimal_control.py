@@ -11,6 +11,7 @@ from jaxtyping import Array, Float
 
 from .._custom_types import Params
 from .._simulate import simulate
+from .._solve import AutoSolver
 from .._system import System
 from .._trajectory import Trajectory
 from ._collocation import HermiteSimpson
@@ -81,7 +82,10 @@ class OptimalControlSolution(eqx.Module):
         """`cx.simulate` of the system driven by `control(t)` from the solution's initial
         state (default tolerances `rtol = atol = 1e-12` and no stabilisation, so that the
         replay measures the transcription, not the integrator; saved at the nodes): what
-        the controls do when applied to the exact dynamics."""
+        the controls do when applied to the exact dynamics. The saddle-point solve is the
+        problem's if it is rank-robust, else `cx.AutoSolver()` (the same LU solve where
+        the constraint rows have full rank), so that a replay through a singular
+        configuration does not stop where the integrator steps onto it."""
         pr = self.problem
         system = pr.system
         control = self.control
@@ -95,7 +99,9 @@ class OptimalControlSolution(eqx.Module):
         options = dict(
             stepsize_controller=diffrax.PIDController(rtol=1e-12, atol=1e-12),
             stabilisation=None,
-            constraint_solver=pr.constraint_solver,
+            constraint_solver=(
+                pr.constraint_solver if pr.constraint_solver.rank_robust else AutoSolver()
+            ),
             prescription=pr.prescription,
             max_steps=100_000,
         )

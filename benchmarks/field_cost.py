@@ -1,0 +1,179 @@
+"""Where one evaluation of the default vector field spends its time, against the field
+written by hand, in one run.
+
+    python -m benchmarks.field_cost [--out benchmarks/results]
+
+`benchmarks/stabilisation.py` says what each option costs per rollout and per step; this
+splits one evaluation of `cx.simulate`'s vector field into its parts, so that the gap between
+the defaults and the hand-written field can be read off:
+
+1. **The field** of the snake cart of `benchmarks/stabilisation.py` (n = 4, two Pfaffian
+   rows: a 6 x 6 saddle matrix) and of the 5-link pendulum chain in maximal coordinates
+   (n = 10, five holonomic rows: 15 x 15), per evaluation: the hand-written field
+   (`jnp.linalg.solve` of the saddle matrix), then the engine's field with `KKT()` or
+   `AutoSolver()`, with `stabilisation=None` or the default `StepProjection()`, with and
+   without the consistency check of the rank-robust solvers (`consistency_rtol`).
+2. **The dense linear algebra alone** at the same sizes: an LU factorisation
+   (`jax.scipy.linalg.lu_factor`), the factorisation and one solve with it, the
+   factorisation and two solves (what `StepProjection` needs: the projection of the
+   velocity, then the accelerations), and `jnp.linalg.solve`.
+
+Each timing is the minimum over repeats of a `lax.fori_loop` of 20 000 evaluations inside
+one `jit` (the state moved a little at each iteration, so nothing is hoisted), divided by
+the number of evaluations: no dispatch, no Python. float64, CPU.
+"""
+
+import argparse
+import json
+import pathlib
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run as a script
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import jax.scipy.linalg as jsl  # noqa: E402
+import numpy as np  # noqa: E402
+
+if __name__ == "__main__":  # the entry point: float64 before constrax makes an array
+    jax.config.update("jax_enable_x64", True)
+
+import constrax as cx  # noqa: E402
+from benchmarks._cases import require_x64  # noqa: E402
+from benchmarks._report import loadavg, machine_info  # noqa: E402
+from benchmarks.cases.chain import maximal_hand_vf  # noqa: E402
+from benchmarks.stabilisation import SNAKE, SNAKE_SYSTEM, snake_hand_vf, snake_state  # noqa: E402
+from constrax._simulate import _VectorField  # noqa: E402
+from constrax._tolerances import consistency_rtol  # noqa: E402
+
+EVALS = 20_000
+
+
+def _per_call(body, x0, repeats: int) -> float:
+    """Seconds per call of `body(i, x) -> x`, from one jitted loop of `EVALS` calls."""
+    loop = jax.jit(lambda x: jax.lax.fori_loop(0, EVALS, body, x))
+    jax.block_until_ready(loop(x0))
+    best = np.inf
+    for _ in range(repeats):
+        t = time.perf_counter()
+        jax.block_until_ready(loop(x0))
+        best = min(best, time.perf_counter() - t)
+    return best / EVALS
+
+
+def _fields(system, hand_vf, mask):
+    """The hand-written field and the engine's, by solver, stabilisation and check."""
+    out = {"hand-written field": hand_vf}
+    for stab_name, stab in (("None", None), ("StepProjection()", cx.StepProjection())):
+        for solver_name, solver in (("KKT()", cx.KKT()), ("AutoSolver()", cx.AutoSolver())):
+            checks = (None, consistency_rtol(jnp.float64)) if solver.rank_robust else (None,)
+            for rtol in checks:
+                name = f"{solver_name}, {stab_name}" + (", consistency check" if rtol else "")
+                vf = _VectorField(system, cx.DAlembert(), solver, stab, mask, rtol)
+                out[name] = lambda t, y, p, vf=vf: vf.evaluate(t, y, p)
+    return out
+
+
+def field_rows(name, system, hand_vf, q0, qd0, p, repeats) -> list[dict]:
+    mask = cx._layout.row_layout(system, jnp.zeros(()), q0, qd0, p).mask  # noqa: SLF001
+    rows = []
+    for label, f in _fields(system, hand_vf, mask).items():
+
+        def body(i, y, f=f):
+            out = f(1e-3 * i, y, p)
+            return (y[0] + 1e-9 * out[0], y[1] + 1e-9 * out[1])
+
+        s = _per_call(body, (q0, qd0), repeats)
+        rows.append(dict(system=name, part=label, us=s * 1e6))
+        print(rows[-1], flush=True)
+    return rows
+
+
+def algebra_rows(size: int, repeats: int) -> list[dict]:
+    rng = np.random.default_rng(0)
+    K0 = jnp.asarray(rng.normal(size=(size, size)) + size * np.eye(size))
+
+    def factor(K, x):
+        lu, _ = jsl.lu_factor(K)
+        return x + lu[:, 0]
+
+    def one(K, x):
+        return jsl.lu_solve(jsl.lu_factor(K), x)
+
+    def two(K, x):
+        lu = jsl.lu_factor(K)
+        return jsl.lu_solve(lu, jsl.lu_solve(lu, x) + x)
+
+    parts = {
+        "LU factorisation": factor,
+        "LU + one solve": one,
+        "LU + two solves": two,
+        "jnp.linalg.solve": jnp.linalg.solve,
+    }
+    rows = []
+    for label, fn in parts.items():
+
+        def body(i, x, fn=fn):
+            return x + 1e-9 * fn(K0 + 1e-9 * i, x)
+
+        s = _per_call(body, jnp.ones(size), repeats)
+        rows.append(dict(system=f"{size} x {size}", part=label, us=s * 1e6))
+        print(rows[-1], flush=True)
+    return rows
+
+
+def _report(result: dict) -> str:
+    m = result["machine"]
+    lines = [
+        "# One evaluation of the vector field: where the time goes (CPU)",
+        "",
+        f"- date (UTC): {m['date_utc']}; machine: {m['cpu_model']}, {m['cpu_cores']} cores "
+        f"({m['platform']}); load average (1, 5, 15 min) at start {m['loadavg_at_start']}, "
+        f"at end {m['loadavg_at_end']}",
+        f"- versions: python {m['python']}, jax {m['jax']}, diffrax {m['diffrax']}, "
+        f"equinox {m['equinox']}, constrax {m['constrax']}",
+        f"- µs per evaluation: minimum over repeats of one jitted `fori_loop` of {EVALS} "
+        "evaluations; float64",
+        "",
+    ]
+    for title, key in (("The field", "fields"), ("The dense linear algebra", "algebra")):
+        lines += [f"## {title}", "", "| system | part | µs | / first row |", "|---|---|---|---|"]
+        base = {}
+        for r in result[key]:
+            base.setdefault(r["system"], r["us"])
+            lines.append(
+                f"| {r['system']} | {r['part']} | {r['us']:.3f} | "
+                f"{r['us'] / base[r['system']]:.2f} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", default=None, help="folder for field_cost_cpu.{json,md}")
+    args = parser.parse_args()
+    require_x64()
+    q0, qd0 = snake_state()
+    p = {k: jnp.asarray(v) for k, v in SNAKE.items()}
+    chain = cx.models.pendulum_chain(5, "maximal")
+    fields = field_rows("snake cart", SNAKE_SYSTEM, snake_hand_vf, q0, qd0, p, args.repeats)
+    fields += field_rows(
+        "5-link chain, maximal", chain.system, maximal_hand_vf, chain.q0, chain.qd0,
+        chain.params, args.repeats,
+    )  # fmt: skip
+    algebra = algebra_rows(6, args.repeats) + algebra_rows(15, args.repeats)
+    result = dict(machine=machine_info(), fields=fields, algebra=algebra)
+    result["machine"]["loadavg_at_end"] = loadavg()
+    report = _report(result)
+    print(report)
+    if args.out:
+        out = pathlib.Path(args.out)
+        (out / "field_cost_cpu.json").write_text(json.dumps(result, indent=1) + "\n")
+        (out / "field_cost_cpu.md").write_text(report)
+
+
+if __name__ == "__main__":
+    main()
