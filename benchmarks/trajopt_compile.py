@@ -5,8 +5,10 @@ rolling rows) steered by `cx.fit.HermiteSimpson(N)` + `cx.fit.IPOPT` (issue 26; 
 
 Usage (from the repository root):
 
-    python benchmarks/trajopt_compile.py            # -> benchmarks/results/trajopt_compile_cpu.{json,md}
+    python benchmarks/trajopt_compile.py     # -> benchmarks/results/trajopt_compile_cpu.{json,md}
     python benchmarks/trajopt_compile.py --N 20 --out /tmp/bench --note "..."
+    python benchmarks/trajopt_compile.py --docs-rows   # the docs table's solves (~3 min)
+                                                       # -> .../trajopt_compile_docs_rows_cpu.json
 
 About 4 minutes on a loaded 2-core machine. Measured, each from cold caches
 (`jax.clear_caches()`, persistent compilation cache off):
@@ -251,6 +253,51 @@ def first_solves(N: int, log) -> list[dict]:
     return rows
 
 
+def docs_rows(log) -> list[dict]:
+    """The rows of the docs' table ("A rolling rigid body"): first and second solve of each
+    transcription and Hessian, with `cx.fit`'s own compiler options."""
+    problem = disk_problem()
+    straight = cx.simulate(
+        problem.system, problem.q0, problem.qd0, problem.params, t1=T,
+        saveat=diffrax.SaveAt(ts=jnp.linspace(0.0, T, 101)),
+    )  # fmt: skip
+    cases = [
+        ("HermiteSimpson(20)", cx.fit.HermiteSimpson(20), "exact"),
+        ("HermiteSimpson(30)", cx.fit.HermiteSimpson(30), "exact"),
+        ("HermiteSimpson(20)", cx.fit.HermiteSimpson(20), "limited-memory"),
+        ("DirectMultipleShooting(20, 8)", cx.fit.DirectMultipleShooting(20, 8), "limited-memory"),
+    ]
+    rows = []
+    for name, transcription, hessian in cases:
+        jax.clear_caches()
+        _ipopt._jitted.cache_clear()
+        solve = lambda transcription=transcription, hessian=hessian: (  # noqa: E731
+            cx.fit.solve_optimal_control(
+                problem, straight, transcription=transcription, solver=cx.fit.IPOPT(hessian=hessian)
+            )
+        )
+        t0 = time.perf_counter()
+        sol = solve()
+        first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        solve()
+        second = time.perf_counter() - t0
+        row = {
+            "transcription": name,
+            "hessian": hessian,
+            "first_s": first,
+            "second_s": second,
+            "compile_s": first - second,
+            "status": sol.status,
+            "iterations": sol.iterations,
+            "objective": sol.objective,
+            "loadavg": loadavg(),
+        }
+        log(row)
+        rows.append(row)
+    return rows
+
+
 # ----------------------------------------------------------------------------------------
 # Report.
 
@@ -289,9 +336,18 @@ def markdown(result: dict) -> str:
     out += md_table(
         header,
         [
-            [r["program"], r["emitters"], f"{r['equations']} ({r['live_equations']})",
-             _f(r["trace_s"]), _f(r["lower_s"]), _f(r["xla_s"]), _f(r["xla_cpu_s"]),
-             _f(r["run_ms"]), _f(r.get("max_abs_diff_to_default"), ".1e"), r["loadavg"][0]]
+            [
+                r["program"],
+                r["emitters"],
+                f"{r['equations']} ({r['live_equations']})",
+                _f(r["trace_s"]),
+                _f(r["lower_s"]),
+                _f(r["xla_s"]),
+                _f(r["xla_cpu_s"]),
+                _f(r["run_ms"]),
+                _f(r.get("max_abs_diff_to_default"), ".1e"),
+                r["loadavg"][0],
+            ]
             for r in result["programs"]
         ],  # fmt: skip
     )
@@ -301,10 +357,18 @@ def markdown(result: dict) -> str:
     out += md_table(
         header,
         [
-            [r["function"], r["emitters"], f"{r['equations']} ({r['live_equations']})",
-             _f(r["trace_s"]), _f(r["lower_s"]), _f(r["xla_s"]), _f(r["xla_cpu_s"]),
-             _f(r["run_ms"], ".3f"), _f(r.get("max_abs_diff_to_jacfwd_grad"), ".1e"),
-             r["loadavg"][0]]
+            [
+                r["function"],
+                r["emitters"],
+                f"{r['equations']} ({r['live_equations']})",
+                _f(r["trace_s"]),
+                _f(r["lower_s"]),
+                _f(r["xla_s"]),
+                _f(r["xla_cpu_s"]),
+                _f(r["run_ms"], ".3f"),
+                _f(r.get("max_abs_diff_to_jacfwd_grad"), ".1e"),
+                r["loadavg"][0],
+            ]
             for r in result["field"]
         ],  # fmt: skip
     )
@@ -312,9 +376,15 @@ def markdown(result: dict) -> str:
     out += md_table(
         ["emitters", "first s (cpu s)", "second s", "status", "iterations", "objective", "load"],
         [
-            [r["emitters"], f"{r['first_s']:.1f} ({r['first_cpu_s']:.1f})",
-             f"{r['second_s']:.2f}", r["status"], r["iterations"], f"{r['objective']:.9g}",
-             r["loadavg"][0]]
+            [
+                r["emitters"],
+                f"{r['first_s']:.1f} ({r['first_cpu_s']:.1f})",
+                f"{r['second_s']:.2f}",
+                r["status"],
+                r["iterations"],
+                f"{r['objective']:.9g}",
+                r["loadavg"][0],
+            ]
             for r in result["first_solves"]
         ],  # fmt: skip
     )
@@ -326,6 +396,11 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     ap.add_argument("--N", type=int, default=20)
     ap.add_argument("--note", default="")
+    ap.add_argument(
+        "--docs-rows",
+        action="store_true",
+        help="only the docs table's solves (-> trajopt_compile_docs_rows_cpu.json)",
+    )
     args = ap.parse_args(argv)
     require_x64()
     cold_compile_settings()
@@ -333,6 +408,13 @@ def main(argv=None) -> None:
     machine = machine_info()
     log = lambda row: print({k: round(v, 3) if isinstance(v, float) else v  # noqa: E731
                              for k, v in row.items()}, flush=True)  # fmt: skip
+    if args.docs_rows:
+        rows = docs_rows(log)
+        machine["loadavg_at_end"] = loadavg()
+        result = {"note": args.note, "machine": machine, "rows": rows,
+                  "wall_s": time.perf_counter() - start}  # fmt: skip
+        write_json(os.path.join(args.out, "trajopt_compile_docs_rows_cpu.json"), result)
+        return
     nlp = cx.fit.HermiteSimpson(args.N).nlp(disk_problem())
     result = {
         "config": {"N": args.N},
