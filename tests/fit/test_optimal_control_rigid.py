@@ -88,3 +88,66 @@ def test_rolling_disk_steered_to_a_target_point_without_slipping():
     work = float(simpson @ power)
     E = replay.energy()
     assert abs(float(E[-1] - E[0]) - work) <= 5e-9
+
+
+def _disk_problem(target=(1.0, 0.1)):
+    a, v = DISK.params["radius"], 1.0
+    R0 = jnp.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
+    q0, qd0 = BODY.state(
+        jnp.array([0.0, 0.0, a]), R0, jnp.array([v, 0.0, 0.0]), jnp.array([0.0, v / a, 0.0])
+    )
+    system = cx.System(DISK.system.lagrangian, DISK.system.constraints, force=_force)
+    return cx.fit.OptimalControlProblem(
+        system,
+        {**DISK.params, "u": jnp.zeros(2)},
+        control=lambda p: p["u"],
+        t1=1.0,
+        q0=q0,
+        qd0=qd0,
+        terminal_constraint=lambda t, q, qd, p: q[:2] - jnp.asarray(target),
+        running_cost=lambda t, q, qd, u, p: u @ u + q[2] * qd @ qd,
+        constraint_solver=cx.KKT(),
+    )
+
+
+@pytest.mark.slow  # the dense reference Hessian of the whole program compiles for ~1 min
+def test_rolling_disk_ipopt_derivatives_equal_dense_autodiff_and_central_differences():
+    """The values IPOPT is given for the disk (its compiled programs, with the compiler
+    options `cx.fit` uses on the CPU): the Jacobian and the Hessian of the Lagrangian
+    σJ + λ·c (fourth derivatives of the Lagrangian through the KKT solve) equal dense
+    `jax.jacfwd` / `jax.hessian` of the whole program (compiled with XLA's defaults) to
+    round-off, and the Hessian's columns equal central differences of the gradient of
+    the Lagrangian."""
+    from constrax.fit._ipopt import _Evaluator
+
+    nlp = cx.fit.HermiteSimpson(2).nlp(_disk_problem())
+    L = nlp.layout
+    rng = np.random.default_rng(7)
+    z = 0.3 * rng.standard_normal(L.nz)
+    lam = rng.standard_normal(L.nc)
+    sigma = 0.7
+    ev = _Evaluator(nlp, np.float64)
+    J = np.zeros((L.nc, L.nz))
+    np.add.at(J, (L.jac_rows, L.jac_cols), ev.jacobian(z))
+    H = np.zeros((L.nz, L.nz))
+    np.add.at(H, (L.hess_rows, L.hess_cols), ev.hessian(z, lam, sigma))
+
+    def lagrangian(z):
+        return sigma * nlp.objective(z) + jnp.asarray(lam) @ nlp.constraints(z)
+
+    zj = jnp.asarray(z)
+    J_ref = np.asarray(jax.jit(jax.jacfwd(nlp.constraints))(zj))
+    H_ref = np.asarray(jax.jit(jax.hessian(lagrangian))(zj))
+    assert np.abs(J - J_ref).max() <= 1e-12 * np.abs(J_ref).max()
+    assert np.abs(H - np.tril(H_ref)).max() <= 1e-12 * np.abs(H_ref).max()
+    assert np.abs(np.triu(H, 1)).max() == 0.0
+    grad = jax.jit(jax.grad(lagrangian))
+    H_full = H + np.tril(H, -1).T
+    eps = 1e-6
+    for j in rng.choice(L.nz, 12, replace=False):
+        e = np.zeros(L.nz)
+        e[j] = eps
+        fd = (np.asarray(grad(jnp.asarray(z + e))) - np.asarray(grad(jnp.asarray(z - e)))) / (
+            2 * eps
+        )
+        np.testing.assert_allclose(H_full[:, j], fd, atol=1e-6 * (1 + np.abs(fd).max()))
