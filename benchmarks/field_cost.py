@@ -16,11 +16,14 @@ the defaults and the hand-written field can be read off:
 2. **The dense linear algebra alone** at the same sizes: an LU factorisation
    (`jax.scipy.linalg.lu_factor`), the factorisation and one solve with it, the
    factorisation and two solves (what `StepProjection` needs: the projection of the
-   velocity, then the accelerations), and `jnp.linalg.solve`.
+   velocity, then the accelerations), the same with the forward and back substitutions
+   written out row by row in `jax.numpy` instead of LAPACK's triangular solves, and
+   `jnp.linalg.solve`.
 
 Each timing is the minimum over repeats of a `lax.fori_loop` of 20 000 evaluations inside
 one `jit` (the state moved a little at each iteration, so nothing is hoisted), divided by
-the number of evaluations: no dispatch, no Python. float64, CPU.
+the number of evaluations: no dispatch, no Python; beside it, the seconds to lower and
+compile that loop. float64, CPU.
 """
 
 import argparse
@@ -50,16 +53,35 @@ from constrax._tolerances import consistency_rtol  # noqa: E402
 EVALS = 20_000
 
 
-def _per_call(body, x0, repeats: int) -> float:
-    """Seconds per call of `body(i, x) -> x`, from one jitted loop of `EVALS` calls."""
-    loop = jax.jit(lambda x: jax.lax.fori_loop(0, EVALS, body, x))
+def _per_call(body, x0, repeats: int) -> tuple[float, float]:
+    """Seconds per call of `body(i, x) -> x`, from one jitted loop of `EVALS` calls, and the
+    seconds to lower and compile that loop."""
+    t = time.perf_counter()
+    loop = jax.jit(lambda x: jax.lax.fori_loop(0, EVALS, body, x)).lower(x0).compile()
+    compile_s = time.perf_counter() - t
     jax.block_until_ready(loop(x0))
     best = np.inf
     for _ in range(repeats):
         t = time.perf_counter()
         jax.block_until_ready(loop(x0))
         best = min(best, time.perf_counter() - t)
-    return best / EVALS
+    return best / EVALS, compile_s
+
+
+def _substitution(lu, perm, b):
+    """$K^{-1}b$ from $PK = LU$ by forward and back substitution written out row by row
+    (for comparison only: one small XLA operation per row instead of LAPACK's triangular
+    solves)."""
+    n = b.shape[0]
+    x = b[perm]
+    y = [x[0]]
+    for i in range(1, n):
+        y.append(x[i] - jnp.sum(lu[i, :i] * jnp.stack(y)))
+    z = [None] * n
+    z[n - 1] = y[n - 1] / lu[n - 1, n - 1]
+    for i in reversed(range(n - 1)):
+        z[i] = (y[i] - jnp.sum(lu[i, i + 1 :] * jnp.stack(z[i + 1 :]))) / lu[i, i]
+    return jnp.stack(z)
 
 
 def _fields(system, hand_vf, mask):
@@ -84,8 +106,8 @@ def field_rows(name, system, hand_vf, q0, qd0, p, repeats) -> list[dict]:
             out = f(1e-3 * i, y, p)
             return (y[0] + 1e-9 * out[0], y[1] + 1e-9 * out[1])
 
-        s = _per_call(body, (q0, qd0), repeats)
-        rows.append(dict(system=name, part=label, us=s * 1e6))
+        s, compile_s = _per_call(body, (q0, qd0), repeats)
+        rows.append(dict(system=name, part=label, us=s * 1e6, compile_s=compile_s))
         print(rows[-1], flush=True)
     return rows
 
@@ -105,10 +127,15 @@ def algebra_rows(size: int, repeats: int) -> list[dict]:
         lu = jsl.lu_factor(K)
         return jsl.lu_solve(lu, jsl.lu_solve(lu, x) + x)
 
+    def two_substituted(K, x):
+        lu, _, perm = jax.lax.linalg.lu(K)
+        return _substitution(lu, perm, _substitution(lu, perm, x) + x)
+
     parts = {
         "LU factorisation": factor,
         "LU + one solve": one,
         "LU + two solves": two,
+        "LU + two solves, substitution written out": two_substituted,
         "jnp.linalg.solve": jnp.linalg.solve,
     }
     rows = []
@@ -117,8 +144,8 @@ def algebra_rows(size: int, repeats: int) -> list[dict]:
         def body(i, x, fn=fn):
             return x + 1e-9 * fn(K0 + 1e-9 * i, x)
 
-        s = _per_call(body, jnp.ones(size), repeats)
-        rows.append(dict(system=f"{size} x {size}", part=label, us=s * 1e6))
+        s, compile_s = _per_call(body, jnp.ones(size), repeats)
+        rows.append(dict(system=f"{size} x {size}", part=label, us=s * 1e6, compile_s=compile_s))
         print(rows[-1], flush=True)
     return rows
 
@@ -138,13 +165,18 @@ def _report(result: dict) -> str:
         "",
     ]
     for title, key in (("The field", "fields"), ("The dense linear algebra", "algebra")):
-        lines += [f"## {title}", "", "| system | part | µs | / first row |", "|---|---|---|---|"]
+        lines += [
+            f"## {title}",
+            "",
+            "| system | part | µs | / first row | compile of the loop [s] |",
+            "|---|---|---|---|---|",
+        ]
         base = {}
         for r in result[key]:
             base.setdefault(r["system"], r["us"])
             lines.append(
                 f"| {r['system']} | {r['part']} | {r['us']:.3f} | "
-                f"{r['us'] / base[r['system']]:.2f} |"
+                f"{r['us'] / base[r['system']]:.2f} | {r['compile_s']:.2f} |"
             )
         lines.append("")
     return "\n".join(lines)
