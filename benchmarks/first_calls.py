@@ -13,8 +13,10 @@ persistent compilation cache off), the wall time of one call as a user makes it,
 
 Two paths: the engine's (`from_mjcf` systems carry the composite-rigid-body / recursive
 Newton–Euler terms of their tree, `System.dynamics`) and the Lagrangian path (the same
-system with `dynamics=None`: autodiff of the imported Lagrangian). The issue's target: each
-first call ≤ 5 s on an idle 2-core machine.
+system with `dynamics=None`: autodiff of the imported Lagrangian); and the engine's path
+again with `XLA_FLAGS=--xla_cpu_use_fusion_emitters=false` (XLA's CPU compiler on its LLVM
+IR emitters, which compile long chains of small operations faster than its default fusion
+emitters). The issue's target: each first call ≤ 5 s on an idle 2-core machine.
 
 Usage: `python benchmarks/first_calls.py [--repeats 3] [--out benchmarks/results]`; writes
 `first_calls_cpu.{json,md}`.
@@ -34,7 +36,16 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 CALLS = ("consistent_initial_state", "accelerations", "jacfwd")
-PATHS = ("tree (default)", "Lagrangian")
+# (label, path, XLA_FLAGS added): the engine's path, the Lagrangian path, and the engine's
+# path with XLA's CPU compiler on its LLVM IR emitters instead of its default fusion
+# emitters (the setting `cx.fit.IPOPT` compiles its programs with).
+LLVM_IR_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
+CONFIGS = (
+    ("tree (default)", "tree", ""),
+    ("Lagrangian", "Lagrangian", ""),
+    (f"tree, XLA_FLAGS={LLVM_IR_EMITTERS}", "tree", LLVM_IR_EMITTERS),
+)
+PATHS = tuple(label for label, _, _ in CONFIGS)
 EXPERIMENTS = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments"
 )
@@ -82,16 +93,19 @@ def measure_one(call: str, path: str) -> dict:
     return dict(call=call, path=path, first_call_s=first, import_and_build_s=build)
 
 
-def _run_fresh(call: str, path: str, limit: float) -> dict:
+def _run_fresh(call: str, label: str, limit: float) -> dict:
+    _, path, flags = next(c for c in CONFIGS if c[0] == label)
     cmd = [sys.executable, os.path.abspath(__file__), "--one", call, path]
     env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"))
+    if flags:
+        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {flags}".strip()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, env=env)
     except subprocess.TimeoutExpired:
-        return dict(call=call, path=path, stopped_after_s=limit)
+        return dict(call=call, path=label, stopped_after_s=limit)
     if proc.returncode != 0:
-        return dict(call=call, path=path, error=proc.stderr.strip().splitlines()[-1:])
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        return dict(call=call, path=label, error=proc.stderr.strip().splitlines()[-1:])
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]), path=label)
 
 
 def _markdown(info: dict, rows: list[dict]) -> str:
