@@ -58,11 +58,12 @@ from benchmarks._cases import require_x64  # noqa: E402
 from benchmarks._jaxpr import count_equations, live_equations  # noqa: E402
 from benchmarks._report import loadavg, machine_info, md_table, write_json  # noqa: E402
 from benchmarks._timing import cold_compile_settings  # noqa: E402
+from constrax import _compilation  # noqa: E402
 from constrax.fit import _ipopt  # noqa: E402
 
 EMITTERS = {
     "fusion emitters (XLA default)": None,
-    "LLVM IR emitters (cx.fit on the CPU)": dict(_ipopt._CPU_COMPILER_OPTIONS),
+    "LLVM IR emitters (cx.fit on the CPU)": dict(_compilation._CPU_COMPILER_OPTIONS),
 }
 
 # ----------------------------------------------------------------------------------------
@@ -218,11 +219,11 @@ def first_solves(N: int, log) -> list[dict]:
         problem.system, problem.q0, problem.qd0, problem.params, t1=T,
         saveat=diffrax.SaveAt(ts=jnp.linspace(0.0, T, 101)),
     )  # fmt: skip
-    original = _ipopt._compiler_options
+    original = _ipopt.compiler_options
     rows = []
     try:
         for emitters, options in EMITTERS.items():
-            _ipopt._compiler_options = lambda backend, options=options: options
+            _ipopt.compiler_options = lambda backend, options=options: options
             _ipopt._jitted.cache_clear()
             jax.clear_caches()
             solve = lambda: cx.fit.solve_optimal_control(  # noqa: E731
@@ -248,7 +249,7 @@ def first_solves(N: int, log) -> list[dict]:
             log(row)
             rows.append(row)
     finally:
-        _ipopt._compiler_options = original
+        _ipopt.compiler_options = original
         _ipopt._jitted.cache_clear()
     return rows
 

@@ -176,3 +176,28 @@ def test_compiled_is_told_its_data_arguments_at_decoration():
     f = compiled(times=("t",), states=("y",), params=("p",))(field)
     jax.block_until_ready(f(0.0, 1.0, {"k": 2.0}))
     assert _compiles(lambda: f(1.0, 3.0, {"k": 5.0})) == 0  # new floats: the same program
+
+
+def test_eager_calls_take_the_compiler_options_and_staged_calls_xlas_defaults(monkeypatch):
+    """constrax compiles a call that is not staged into a larger program with its
+    `compiler_options` (XLA's LLVM IR emitters on the CPU), under `jax.jacfwd` and
+    `jax.vmap` too, and leaves them out under `jax.jit`, `jax.grad` and `lax.scan`, where
+    JAX refuses options on a nested program. An option XLA does not know makes the first
+    kind fail and leaves the second untouched."""
+    from constrax import _compilation
+
+    assert _compilation.compiler_options("cpu") in (None, dict(_compilation._CPU_COMPILER_OPTIONS))
+    assert _compilation.compiler_options("gpu") is None
+    monkeypatch.setattr(
+        _compilation, "compiler_options", lambda backend: {"xla_no_such_option_here": False}
+    )
+    m = cx.models.snake_cart()
+    f = lambda qd: cx.accelerations(m.system, 0.0, m.q0, qd, m.params).qdd  # noqa: E731
+    batch = jnp.stack([m.qd0, m.qd0])
+    for eager, x in ((f, m.qd0), (jax.jacfwd(f), m.qd0), (jax.vmap(f), batch)):
+        with pytest.raises(Exception, match="xla_no_such_option_here"):
+            jax.block_until_ready(eager(x))
+    for staged in (jax.jit(f), jax.grad(lambda qd: f(qd)[0])):
+        assert np.all(np.isfinite(staged(m.qd0)))
+    scanned = jax.lax.scan(lambda c, _: (c, f(c)), m.qd0, None, length=2)[1]
+    assert np.all(np.isfinite(scanned))

@@ -22,6 +22,50 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+# XLA's CPU compiler generates the code of each fusion with its MLIR fusion emitters (the
+# default of jaxlib 0.10) or with its older LLVM IR emitters. constrax's programs are long
+# chains of small operations (nested derivatives of a Lagrangian), which the MLIR emitters
+# compile much more slowly: 30-55 % of the XLA compile is saved, at the same values to
+# round-off and the same run time to a few per cent (`benchmarks/xla_emitters.py`,
+# `benchmarks/trajopt_compile.py`; docs page "Getting started").
+_CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+
+
+@functools.cache
+def compiler_options(backend: str) -> dict | None:
+    """The XLA compiler options of constrax's own compiled programs on `backend`: the LLVM
+    IR emitters on the CPU where this jaxlib knows the option (probed once by compiling a
+    trivial program with it), else `None` (XLA's defaults)."""
+    if backend != "cpu":
+        return None
+    try:
+        jax.jit(lambda x: x + 1.0).lower(1.0).compile(_CPU_COMPILER_OPTIONS)
+    except Exception:  # an XLA without the option: its defaults
+        return None
+    return dict(_CPU_COMPILER_OPTIONS)
+
+
+def _staged() -> bool:
+    """Whether the current call may be staged out into a larger program (under `jax.jit`,
+    `jax.grad`'s linearisation, `lax.scan`, `jax.make_jaxpr`, ...): compiler options belong
+    to the top-level program only, and JAX refuses them on a staged one. True unless every
+    trace on JAX's trace stack evaluates, pushes tangents forward (`jax.jvp`, `jacfwd`) or
+    batches (`jax.vmap`), which bind the compiled program again at the top level; also
+    true if JAX's internals are not where they were (no options then: XLA's defaults)."""
+    try:
+        from jax._src import core
+        from jax._src.interpreters import ad, batching
+
+        top_level = (core.EvalTrace, ad.JVPTrace, batching.BatchTrace)
+        trace = core.trace_ctx.trace
+        while trace is not None:
+            if type(trace) not in top_level:
+                return True
+            trace = getattr(trace, "parent_trace", None)
+        return False
+    except Exception:  # a JAX whose internals moved
+        return True
+
 
 def _is_number(x) -> bool:
     return isinstance(x, (int, float, complex, np.number)) and not isinstance(x, (bool, np.bool_))
@@ -103,8 +147,10 @@ def compiled(
     entry point must say which of its arguments are data, not leave a Python float static.
 
     The wrapper keeps `fn`'s signature and docstring. Inside an outer `jax.jit`, `vmap` or
-    `grad` it only adds a nested (inlined) call. A concrete non-finite data argument (a NaN
-    time, state or parameter) is handed to `fn` un-jitted instead, so that its argument
+    `grad` it only adds a nested (inlined) call. A call that is not staged into a larger
+    program is compiled with `compiler_options` (XLA's LLVM IR emitters on the CPU). A
+    concrete non-finite data argument (a NaN time, state or parameter) is handed to `fn`
+    un-jitted instead, so that its argument
     checks raise their `ValueError` at once rather than a runtime error from inside XLA.
     `precheck(arguments)`, if given, runs on the bound arguments (data as arrays, concrete
     when the call is eager) before the compiled program: checks of values that are only
@@ -140,7 +186,11 @@ def compiled(
             f"{where}: {fn.__name__}{signature} has no argument(s) {unknown} (named as data)"
         )
     convert = {name: _KINDS[kind] for name, kind in dynamic.items()}
-    jitted = eqx.filter_jit(fn)
+
+    @functools.cache
+    def jitted(options: tuple | None) -> Callable:
+        # Built at the first call, not at import: the backend is not known before.
+        return eqx.filter_jit(fn, compiler_options=None if options is None else dict(options))
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -158,9 +208,11 @@ def compiled(
         if precheck is not None:
             bound.apply_defaults()
             precheck(bound.arguments)
-        return jitted(*bound.args, **bound.kwargs)
+        options = None if _staged() else compiler_options(jax.default_backend())
+        return jitted(None if options is None else tuple(options.items()))(
+            *bound.args, **bound.kwargs
+        )
 
-    wrapper.__wrapped_jit__ = jitted
     return wrapper
 
 

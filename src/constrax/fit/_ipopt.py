@@ -21,6 +21,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
+from .._compilation import compiler_options
 from ._sparsity import (
     Structure,
     StructureViolation,
@@ -252,35 +253,16 @@ _PROGRAMS = {
 }
 
 
-# XLA's CPU compiler emits each fusion either through its MLIR fusion emitters (the
-# default) or through its older LLVM IR emitters. The programs here are long chains of small
-# scalar operations (nested derivatives of a Lagrangian), on which the MLIR emitters spend
-# most of the compile: on the rolling disk's Hessian at N = 20, 25 s of XLA compile against
-# 11 s, with the same run time (4.6 ms against 4.4 ms per evaluation) and the same values to
-# round-off (`benchmarks/trajopt_compile.py`).
-_CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
-
-
-@functools.cache
-def _compiler_options(backend: str) -> dict | None:
-    """`_CPU_COMPILER_OPTIONS` on the CPU backend where this jaxlib knows them (a trivial
-    program compiled once with them), else `None` (XLA's defaults)."""
-    if backend != "cpu":
-        return None
-    try:
-        jax.jit(lambda x: x + 1.0).lower(1.0).compile(_CPU_COMPILER_OPTIONS)
-    except Exception:  # an XLA without the option: its defaults
-        return None
-    return dict(_CPU_COMPILER_OPTIONS)
-
-
 @functools.lru_cache(maxsize=64)
 def _jitted(treedef, leaves: tuple, arrays_treedef, name: str) -> Callable:
     """`jax.jit` of one program for the static part of an NLP (its tree structure and
     non-array leaves: the user's functions, sizes), called with the NLP's arrays as a flat
     tuple (flattened once per solve; an `eqx.filter_jit` call would flatten and hash the
     whole problem, and a pytree argument be flattened in Python, at each of IPOPT's calls).
-    Compiled once per problem structure, on the CPU with `_CPU_COMPILER_OPTIONS`."""
+    Compiled once per problem structure, on the CPU with XLA's LLVM IR emitters
+    (`compiler_options`: on the rolling disk's Hessian at N = 20, 25 s of XLA compile
+    against 11 s with the default emitters, the same run time and values to round-off;
+    `benchmarks/trajopt_compile.py`)."""
     program = _PROGRAMS[name]
     static = jax.tree.unflatten(treedef, leaves)
 
@@ -288,7 +270,7 @@ def _jitted(treedef, leaves: tuple, arrays_treedef, name: str) -> Callable:
         dynamic = jax.tree.unflatten(arrays_treedef, arrays)
         return program(eqx.combine(dynamic, static), *args)
 
-    return jax.jit(fn, compiler_options=_compiler_options(jax.default_backend()))
+    return jax.jit(fn, compiler_options=compiler_options(jax.default_backend()))
 
 
 def _split(nlp):
