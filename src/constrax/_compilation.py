@@ -150,8 +150,8 @@ def compiled(
     `grad` it only adds a nested (inlined) call. A call that is not staged into a larger
     program is compiled with `compiler_options` (XLA's LLVM IR emitters on the CPU). A
     concrete non-finite data argument (a NaN time, state or parameter) is handed to `fn`
-    un-jitted instead, so that its argument
-    checks raise their `ValueError` at once rather than a runtime error from inside XLA.
+    un-jitted instead, so that its argument checks raise their `ValueError` at once rather
+    than a runtime error from inside XLA.
     `precheck(arguments)`, if given, runs on the bound arguments (data as arrays, concrete
     when the call is eager) before the compiled program: checks of values that are only
     errors in combination (a step pointing away from `t1`) raise there at once.
