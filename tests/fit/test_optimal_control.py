@@ -10,6 +10,7 @@ differences for the sparse derivatives, and the d'Alembert = vakonomic identity 
 holonomic constraints.
 """
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -450,27 +451,13 @@ def test_snake_cart_steered_through_two_singular_crossings_with_less_effort():
     assert sol.manifold_violation <= 1e-8 and sol.terminal_error <= 1e-8
     assert sol.objective < default_effort
     assert sol.replay_error() <= 1e-3
-
-
-@pytest.mark.slow
-def test_replay_of_a_kkt_solution_through_seven_singular_crossings_uses_a_rank_robust_solve():
-    """The snake cart over 10 s through seven crossings of φ = ±π/2 (the problem of
-    `benchmarks/trajopt_singular.py`), solved with the default `cx.KKT()` on 100 intervals:
-    a solution with less effort than the default torque's, on the constraints at every node.
-    Its replay integrates through the crossings, where a KKT solve would stop at a stage
-    that lands next to the singular configuration: `replay` takes `cx.AutoSolver()` for a
-    problem whose solver is not rank-robust. (With 80 or 120 intervals the same problem
-    does not converge: the benchmark's table; docs/concepts/trajectory-optimisation.md.)"""
-    from benchmarks import trajopt_singular
-
-    problem, guess, reference = trajopt_singular.problem_and_guess(cx.KKT())
-    assert reference["crossings"] == 7
-    sol = fit.solve_optimal_control(problem, guess, transcription=fit.HermiteSimpson(100))
-    assert sol.success, (sol.status, sol.violated)
-    assert trajopt_singular.crossings(sol.q[:, 3]) == 7
-    assert sol.objective < reference["effort"]
-    assert sol.manifold_violation <= 1e-8 and sol.terminal_error <= 1e-8
-    assert sol.replay_error() <= 1e-2
+    # The same solution of a problem posed with the (default) KKT solve replays through the
+    # crossings too: `replay` integrates with a rank-robust solve whatever the problem's,
+    # where a KKT solve stops at a stage next to the singular configuration.
+    posed_with_kkt = eqx.tree_at(lambda s: s.problem.constraint_solver, sol, cx.KKT())
+    assert posed_with_kkt.replay_error() == pytest.approx(sol.replay_error(), rel=1e-6)
+    with pytest.raises(Exception, match="saddle-point matrix"):
+        posed_with_kkt.replay_error(constraint_solver=cx.KKT())
 
 
 def test_a_failed_check_inside_the_solve_names_the_iteration_and_the_check():
