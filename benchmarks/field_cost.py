@@ -27,7 +27,6 @@ compile that loop. float64, CPU.
 """
 
 import argparse
-import json
 import pathlib
 import sys
 import time
@@ -44,7 +43,7 @@ if __name__ == "__main__":  # the entry point: float64 before constrax makes an 
 
 import constrax as cx  # noqa: E402
 from benchmarks._cases import require_x64  # noqa: E402
-from benchmarks._report import loadavg, machine_info  # noqa: E402
+from benchmarks._report import loadavg, machine_info, write_results  # noqa: E402
 from benchmarks.cases.chain import maximal_hand_vf  # noqa: E402
 from benchmarks.stabilisation import SNAKE, SNAKE_SYSTEM, snake_hand_vf, snake_state  # noqa: E402
 from constrax._simulate import _VectorField  # noqa: E402
@@ -201,10 +200,7 @@ def main():
     result["machine"]["loadavg_at_end"] = loadavg()
     report = _report(result)
     print(report)
-    if args.out:
-        out = pathlib.Path(args.out)
-        (out / "field_cost_cpu.json").write_text(json.dumps(result, indent=1) + "\n")
-        (out / "field_cost_cpu.md").write_text(report)
+    write_results(args.out, "field_cost_cpu", result, report)
 
 
 if __name__ == "__main__":

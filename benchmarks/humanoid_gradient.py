@@ -19,9 +19,7 @@ derivative (along the gears) against a central difference of the loss.
 
 import argparse
 import json
-import os
 import pathlib
-import subprocess
 import sys
 import time
 
@@ -103,19 +101,12 @@ def main():
     if args.one:
         print(json.dumps(measure()))
         return
-    from benchmarks._report import loadavg, machine_info
+    from benchmarks._report import loadavg, machine_info, run_fresh, write_results
 
     machine = machine_info()
     rows = {}
-    root = pathlib.Path(__file__).resolve().parents[1]
     for setting, flag in SETTINGS.items():
-        env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"))
-        env["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip()
-        cmd = [sys.executable, "-m", "benchmarks.humanoid_gradient", "--one"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root)
-        if proc.returncode != 0:
-            raise RuntimeError(proc.stderr[-3000:])
-        rows[setting] = json.loads(proc.stdout.strip().splitlines()[-1])
+        rows[setting] = run_fresh("benchmarks.humanoid_gradient", flag)
         print(setting, rows[setting], flush=True)
     machine["loadavg_at_end"] = loadavg()
     lines = [
@@ -141,11 +132,8 @@ def main():
         )
     report = "\n".join(lines) + "\n"
     print(report)
-    if args.out:
-        out = pathlib.Path(args.out)
-        result = dict(machine=machine, steps=STEPS, rows=rows)
-        (out / "humanoid_gradient_cpu.json").write_text(json.dumps(result, indent=1) + "\n")
-        (out / "humanoid_gradient_cpu.md").write_text(report)
+    result = dict(machine=machine, steps=STEPS, rows=rows)
+    write_results(args.out, "humanoid_gradient_cpu", result, report)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ integrates, wall time (compile included).
 """
 
 import argparse
-import json
 import pathlib
 import sys
 import time
@@ -34,7 +33,7 @@ if __name__ == "__main__":  # the entry point: float64 before constrax makes an 
 
 import constrax as cx  # noqa: E402
 from benchmarks._cases import require_x64  # noqa: E402
-from benchmarks._report import loadavg, machine_info  # noqa: E402
+from benchmarks._report import loadavg, machine_info, write_results  # noqa: E402
 
 T = 10.0
 
@@ -147,11 +146,8 @@ def main():
         )
     report = "\n".join(lines) + "\n"
     print(report)
-    if args.out:
-        out = pathlib.Path(args.out)
-        result = dict(machine=machine, reference=reference, rows=rows)
-        (out / "trajopt_singular_cpu.json").write_text(json.dumps(result, indent=1) + "\n")
-        (out / "trajopt_singular_cpu.md").write_text(report)
+    result = dict(machine=machine, reference=reference, rows=rows)
+    write_results(args.out, "trajopt_singular_cpu", result, report)
 
 
 if __name__ == "__main__":

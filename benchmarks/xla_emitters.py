@@ -18,9 +18,7 @@ time (minimum over repeats after the compiling call). float64, CPU.
 
 import argparse
 import json
-import os
 import pathlib
-import subprocess
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run as a script
@@ -77,19 +75,13 @@ def main():
     if args.one:
         print(json.dumps(measure()))
         return
-    from benchmarks._report import loadavg, machine_info
+    from benchmarks._report import loadavg, machine_info, run_fresh, write_results
 
     machine = machine_info()
     samples = {s: [] for s in SETTINGS}
     for _ in range(args.repeats):
         for setting, flag in SETTINGS.items():
-            env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"))
-            env["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip()
-            cmd = [sys.executable, "-m", "benchmarks.xla_emitters", "--one"]
-            root = pathlib.Path(__file__).resolve().parents[1]
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root)
-            proc.check_returncode()
-            samples[setting].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            samples[setting].append(run_fresh("benchmarks.xla_emitters", flag))
             print(setting, samples[setting][-1], flush=True)
     machine["loadavg_at_end"] = loadavg()
     lines = [
@@ -122,11 +114,8 @@ def main():
             )
     report = "\n".join(lines) + "\n"
     print(report)
-    if args.out:
-        out = pathlib.Path(args.out)
-        result = dict(machine=machine, flag=FLAG, samples=samples)
-        (out / "xla_emitters_cpu.json").write_text(json.dumps(result, indent=1) + "\n")
-        (out / "xla_emitters_cpu.md").write_text(report)
+    result = dict(machine=machine, flag=FLAG, samples=samples)
+    write_results(args.out, "xla_emitters_cpu", result, report)
 
 
 if __name__ == "__main__":
