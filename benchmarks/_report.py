@@ -120,3 +120,23 @@ def write_results(out: str | None, name: str, result: dict, report: str) -> None
             f.write(json.dumps(result, indent=1) + "\n")
         with open(os.path.join(out, f"{name}.md"), "w") as f:
             f.write(report)
+
+
+def _xla_flag(options: dict) -> str:
+    return " ".join(f"--{k}={str(v).lower()}" for k, v in options.items())
+
+
+#: The `XLA_FLAGS` form of the compiler options constrax compiles its own programs with on the
+#: CPU (`constrax._compilation`): XLA's LLVM IR emitters instead of its fusion emitters.
+LLVM_IR_EMITTERS = _xla_flag(cx._compilation._CPU_COMPILER_OPTIONS)
+#: The two XLA settings the emitter benchmarks compare: label -> `XLA_FLAGS` added.
+XLA_SETTINGS = {"default (fusion emitters)": "", "LLVM IR emitters": LLVM_IR_EMITTERS}
+
+
+def machine_line(machine: dict) -> str:
+    """One Markdown line: date, CPU, load average at start and end, jax and constrax."""
+    return (
+        f"- date (UTC): {machine['date_utc']}; {machine['cpu_model']}, {machine['cpu_cores']} "
+        f"cores; load average at start {machine['loadavg_at_start']}, at end "
+        f"{machine['loadavg_at_end']}; jax {machine['jax']}, constrax {machine['constrax']}"
+    )

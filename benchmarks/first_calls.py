@@ -36,14 +36,14 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 CALLS = ("consistent_initial_state", "accelerations", "jacfwd")
-# (label, path, XLA_FLAGS added): the engine's path, the Lagrangian path, and the engine's
-# path with XLA's CPU compiler on its LLVM IR emitters instead of its default fusion
-# emitters (the setting `cx.fit.IPOPT` compiles its programs with).
-LLVM_IR_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
+# (label, path, LLVM IR emitters for every program): the engine's path, the Lagrangian path,
+# and the engine's path with XLA's CPU compiler on its LLVM IR emitters instead of its
+# default fusion emitters for every program of the process (`benchmarks._report.
+# LLVM_IR_EMITTERS` in `XLA_FLAGS`; constrax's own eager calls compile that way already).
 CONFIGS = (
-    ("tree (default)", "tree", ""),
-    ("Lagrangian", "Lagrangian", ""),
-    (f"tree, XLA_FLAGS={LLVM_IR_EMITTERS}", "tree", LLVM_IR_EMITTERS),
+    ("tree (default)", "tree", False),
+    ("Lagrangian", "Lagrangian", False),
+    ("tree, XLA_FLAGS=--xla_cpu_use_fusion_emitters=false", "tree", True),
 )
 PATHS = tuple(label for label, _, _ in CONFIGS)
 EXPERIMENTS = os.path.join(
@@ -94,11 +94,13 @@ def measure_one(call: str, path: str) -> dict:
 
 
 def _run_fresh(call: str, label: str, limit: float) -> dict:
-    _, path, flags = next(c for c in CONFIGS if c[0] == label)
+    _, path, llvm_ir = next(c for c in CONFIGS if c[0] == label)
     cmd = [sys.executable, os.path.abspath(__file__), "--one", call, path]
     env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"))
-    if flags:
-        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {flags}".strip()
+    if llvm_ir:
+        from benchmarks._report import LLVM_IR_EMITTERS
+
+        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {LLVM_IR_EMITTERS}".strip()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, env=env)
     except subprocess.TimeoutExpired:

@@ -26,8 +26,6 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run as a script
 
 STEPS = 100
-FLAG = "--xla_cpu_use_fusion_emitters=false"
-SETTINGS = {"default (fusion emitters)": "", "LLVM IR emitters": FLAG}
 
 
 def measure() -> dict:
@@ -101,20 +99,25 @@ def main():
     if args.one:
         print(json.dumps(measure()))
         return
-    from benchmarks._report import loadavg, machine_info, run_fresh, write_results
+    from benchmarks._report import (
+        XLA_SETTINGS,
+        loadavg,
+        machine_info,
+        machine_line,
+        run_fresh,
+        write_results,
+    )
 
     machine = machine_info()
     rows = {}
-    for setting, flag in SETTINGS.items():
+    for setting, flag in XLA_SETTINGS.items():
         rows[setting] = run_fresh("benchmarks.humanoid_gradient", flag)
         print(setting, rows[setting], flush=True)
     machine["loadavg_at_end"] = loadavg()
     lines = [
         f"# First gradient through a {STEPS}-step rollout of the imported humanoid (CPU)",
         "",
-        f"- date (UTC): {machine['date_utc']}; {machine['cpu_model']}, {machine['cpu_cores']} "
-        f"cores; load average at start {machine['loadavg_at_start']}, at end "
-        f"{machine['loadavg_at_end']}; jax {machine['jax']}, constrax {machine['constrax']}",
+        machine_line(machine),
         "- gymnasium humanoid, `cx.rigid.from_mjcf` (tree path), `cx.simulate` defaults, "
         f"{STEPS} Tsit5 steps; `jax.jit(jax.grad(loss))` with respect to the actuator gears "
         "and the initial velocity; each setting in a new process",

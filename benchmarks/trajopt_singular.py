@@ -33,7 +33,7 @@ if __name__ == "__main__":  # the entry point: float64 before constrax makes an 
 
 import constrax as cx  # noqa: E402
 from benchmarks._cases import require_x64  # noqa: E402
-from benchmarks._report import loadavg, machine_info, write_results  # noqa: E402
+from benchmarks._report import loadavg, machine_info, machine_line, write_results  # noqa: E402
 
 T = 10.0
 
@@ -119,9 +119,7 @@ def main():
     lines = [
         "# Snake cart through seven singular crossings (CPU)",
         "",
-        f"- date (UTC): {machine['date_utc']}; {machine['cpu_model']}, "
-        f"{machine['cpu_cores']} cores; load average at start {machine['loadavg_at_start']}, "
-        f"at end {machine['loadavg_at_end']}; jax {machine['jax']}",
+        machine_line(machine),
         f"- T = {T} s; the default torque's trajectory: "
         f"{reference['crossings']} crossings, effort {reference['effort']:.6g}",
         "",

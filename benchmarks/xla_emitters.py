@@ -23,9 +23,6 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run as a script
 
-FLAG = "--xla_cpu_use_fusion_emitters=false"
-SETTINGS = {"default (fusion emitters)": "", "LLVM IR emitters": FLAG}
-
 
 def measure() -> dict:
     """All measurements in this process (its XLA_FLAGS as set by the parent)."""
@@ -75,23 +72,29 @@ def main():
     if args.one:
         print(json.dumps(measure()))
         return
-    from benchmarks._report import loadavg, machine_info, run_fresh, write_results
+    from benchmarks._report import (
+        LLVM_IR_EMITTERS,
+        XLA_SETTINGS,
+        loadavg,
+        machine_info,
+        machine_line,
+        run_fresh,
+        write_results,
+    )
 
     machine = machine_info()
-    samples = {s: [] for s in SETTINGS}
+    samples = {s: [] for s in XLA_SETTINGS}
     for _ in range(args.repeats):
-        for setting, flag in SETTINGS.items():
+        for setting, flag in XLA_SETTINGS.items():
             samples[setting].append(run_fresh("benchmarks.xla_emitters", flag))
             print(setting, samples[setting][-1], flush=True)
     machine["loadavg_at_end"] = loadavg()
     lines = [
         "# XLA's CPU fusion emitters against its LLVM IR emitters",
         "",
-        f"- date (UTC): {machine['date_utc']}; {machine['cpu_model']}, {machine['cpu_cores']} "
-        f"cores; load average at start {machine['loadavg_at_start']}, at end "
-        f"{machine['loadavg_at_end']}; jax {machine['jax']}, constrax {machine['constrax']}",
-        f"- `XLA_FLAGS={FLAG}` against the default; each setting in {args.repeats} processes, "
-        "alternating; the range over processes",
+        machine_line(machine),
+        f"- `XLA_FLAGS={LLVM_IR_EMITTERS}` against the default; each setting in "
+        f"{args.repeats} processes, alternating; the range over processes",
         "",
         "| program | setting | trace + lower [s] | XLA compile [s] | run [ms] |",
         "|---|---|---|---|---|",
@@ -106,7 +109,7 @@ def main():
         )
 
     for program in samples["LLVM IR emitters"][0]:
-        for setting in SETTINGS:
+        for setting in XLA_SETTINGS:
             runs = [s[program] for s in samples[setting]]
             lines.append(
                 f"| {program} | {setting} | {span([r['trace_lower_s'] for r in runs])} "
@@ -114,7 +117,7 @@ def main():
             )
     report = "\n".join(lines) + "\n"
     print(report)
-    result = dict(machine=machine, flag=FLAG, samples=samples)
+    result = dict(machine=machine, flag=LLVM_IR_EMITTERS, samples=samples)
     write_results(args.out, "xla_emitters_cpu", result, report)
 
 
