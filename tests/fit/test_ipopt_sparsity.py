@@ -18,6 +18,8 @@ import constrax as cx
 
 pytest.importorskip("cyipopt")
 
+from fit_problems import double_integrator  # noqa: E402
+
 from constrax.fit import _ipopt  # noqa: E402
 from constrax.fit._optimal_control import _guess, _perturbed  # noqa: E402
 from constrax.fit._sparsity import StructureViolation, check_dropped  # noqa: E402
@@ -109,21 +111,6 @@ def test_sampled_structure_solves_to_the_dense_blocks_solution(transcription):
     )
 
 
-def _double_integrator(d=10.0, T=1.0, **kw):
-    system = cx.System(lambda t, q, qd, p: 0.5 * qd @ qd, force=lambda t, q, qd, p: p["u"])
-    return fit.OptimalControlProblem(
-        system,
-        {"u": jnp.zeros(1)},
-        control=lambda p: p["u"],
-        t1=T,
-        q0=jnp.zeros(1),
-        qd0=jnp.zeros(1),
-        q1=jnp.full(1, d),
-        qd1=jnp.zeros(1),
-        **kw,
-    )
-
-
 def test_an_entry_zero_at_the_sampled_points_but_not_in_the_solve_falls_back_to_the_blocks():
     """A path constraint whose derivative in the velocity is nonzero only beyond q = 5
     (`jnp.where`): zero at the sampled points (standard normal states), nonzero at the
@@ -131,7 +118,7 @@ def test_an_entry_zero_at_the_sampled_points_but_not_in_the_solve_falls_back_to_
     names the entry, and the solve starts again on the dense blocks: the closed-form
     optimum 12 d²/T³ of the (inactive) constraint's problem, as without the where."""
     d, T = 10.0, 1.0
-    problem = _double_integrator(
+    problem = double_integrator(
         d,
         T,
         running_cost=lambda t, q, qd, u, p: u @ u,
@@ -169,7 +156,7 @@ def test_a_hessian_entry_zero_at_the_sampled_points_but_not_in_the_solve_falls_b
     """The same for the Hessian of the Lagrangian: a running cost whose curvature in the
     velocity is nonzero only beyond q = 5. The warning names the Hessian entry, and the
     result is the solve on the dense blocks."""
-    problem = _double_integrator(
+    problem = double_integrator(
         running_cost=lambda t, q, qd, u, p: u @ u + jnp.where(q[0] > 5.0, qd[0] ** 2, 0.0)
     )
     tr = fit.HermiteSimpson(6)

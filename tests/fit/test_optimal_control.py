@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from fit_problems import double_integrator
 
 import constrax as cx
 from constrax import models
@@ -201,19 +202,8 @@ def test_double_integrator_minimum_effort_equals_the_closed_form_12_d2_over_T3()
     """A unit mass moved by d in T, rest to rest, min ∫u²: u = 6d/T²(1 - 2t/T), whose
     linear-in-time control the piecewise-quadratic transcription holds exactly, so the
     optimum 12 d²/T³ is met to round-off, and so is the replay."""
-    system = cx.System(lambda t, q, qd, p: 0.5 * qd @ qd, force=lambda t, q, qd, p: p["u"])
     d, T = 1.5, 2.0
-    problem = fit.OptimalControlProblem(
-        system,
-        {"u": jnp.zeros(1)},
-        control=lambda p: p["u"],
-        t1=T,
-        q0=jnp.zeros(1),
-        qd0=jnp.zeros(1),
-        q1=jnp.full(1, d),
-        qd1=jnp.zeros(1),
-        running_cost=_effort,
-    )
+    problem = double_integrator(d, T, running_cost=_effort)
     sol = fit.solve_optimal_control(problem, transcription=fit.HermiteSimpson(6))
     assert sol.success
     assert abs(sol.objective - 12 * d**2 / T**3) <= 1e-9

@@ -37,6 +37,28 @@ def _force(t, q, qd, p):
     return cx.rigid.body_force(BODY, q, torque=_torque(q, p["u"]))
 
 
+def _disk_problem(target=(1.0, 0.1), running_cost=lambda t, q, qd, u, p: u @ u):
+    """The disk upright, rolling along x at 1 m/s (axle along -y), steered by `_torque` to
+    the centre's `(x, y) = target` at T = 1 s with least `running_cost`."""
+    a, v = DISK.params["radius"], 1.0
+    R0 = jnp.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])  # axle along -y
+    q0, qd0 = BODY.state(
+        jnp.array([0.0, 0.0, a]), R0, jnp.array([v, 0.0, 0.0]), jnp.array([0.0, v / a, 0.0])
+    )
+    system = cx.System(DISK.system.lagrangian, DISK.system.constraints, force=_force)
+    return cx.fit.OptimalControlProblem(
+        system,
+        {**DISK.params, "u": jnp.zeros(2)},
+        control=lambda p: p["u"],
+        t1=1.0,
+        q0=q0,
+        qd0=qd0,
+        terminal_constraint=lambda t, q, qd, p: q[:2] - jnp.asarray(target),
+        running_cost=running_cost,
+        constraint_solver=cx.KKT(),
+    )
+
+
 @pytest.mark.slow
 def test_rolling_disk_steered_to_a_target_point_without_slipping():
     """An upright disk rolling along x at 1 m/s (above √(ga/3) ≈ 0.57 m/s, the speed
@@ -46,26 +68,10 @@ def test_rolling_disk_steered_to_a_target_point_without_slipping():
     quaternion's unit norm at every node, the controls replay onto the nodes, and along
     the replay the energy changes by exactly the work of the control torques (the
     rolling reactions do none)."""
-    a, v, T, target = DISK.params["radius"], 1.0, 1.0, jnp.array([1.0, 0.1])
-    R0 = jnp.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])  # axle along -y
-    q0, qd0 = BODY.state(
-        jnp.array([0.0, 0.0, a]), R0, jnp.array([v, 0.0, 0.0]), jnp.array([0.0, v / a, 0.0])
-    )
-    system = cx.System(DISK.system.lagrangian, DISK.system.constraints, force=_force)
-    params = {**DISK.params, "u": jnp.zeros(2)}
-    straight = cx.simulate(system, q0, qd0, params, t1=T,
+    T, target = 1.0, jnp.array([1.0, 0.1])
+    problem = _disk_problem(target)
+    straight = cx.simulate(problem.system, problem.q0, problem.qd0, problem.params, t1=T,
                            saveat=diffrax.SaveAt(ts=jnp.linspace(0.0, T, 101)))  # fmt: skip
-    problem = cx.fit.OptimalControlProblem(
-        system,
-        params,
-        control=lambda p: p["u"],
-        t1=T,
-        q0=q0,
-        qd0=qd0,
-        terminal_constraint=lambda t, q, qd, p: q[:2] - target,
-        running_cost=lambda t, q, qd, u, p: u @ u,
-        constraint_solver=cx.KKT(),
-    )
     sol = cx.fit.solve_optimal_control(problem, straight, transcription=cx.fit.HermiteSimpson(20))
     assert sol.success, (sol.status, sol.violated)
     assert abs(sol.objective - 9.3118) <= 1e-3  # (mN m)² s; 9.3116 at N = 30
@@ -90,26 +96,6 @@ def test_rolling_disk_steered_to_a_target_point_without_slipping():
     assert abs(float(E[-1] - E[0]) - work) <= 5e-9
 
 
-def _disk_problem(target=(1.0, 0.1)):
-    a, v = DISK.params["radius"], 1.0
-    R0 = jnp.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
-    q0, qd0 = BODY.state(
-        jnp.array([0.0, 0.0, a]), R0, jnp.array([v, 0.0, 0.0]), jnp.array([0.0, v / a, 0.0])
-    )
-    system = cx.System(DISK.system.lagrangian, DISK.system.constraints, force=_force)
-    return cx.fit.OptimalControlProblem(
-        system,
-        {**DISK.params, "u": jnp.zeros(2)},
-        control=lambda p: p["u"],
-        t1=1.0,
-        q0=q0,
-        qd0=qd0,
-        terminal_constraint=lambda t, q, qd, p: q[:2] - jnp.asarray(target),
-        running_cost=lambda t, q, qd, u, p: u @ u + q[2] * qd @ qd,
-        constraint_solver=cx.KKT(),
-    )
-
-
 @pytest.mark.slow  # the dense reference Hessian of the whole program compiles for ~1 min
 def test_rolling_disk_ipopt_derivatives_equal_dense_autodiff_and_central_differences():
     """The values IPOPT is given for the disk (its compiled programs, with the compiler
@@ -120,7 +106,9 @@ def test_rolling_disk_ipopt_derivatives_equal_dense_autodiff_and_central_differe
     the Lagrangian."""
     from constrax.fit._ipopt import _Evaluator
 
-    nlp = cx.fit.HermiteSimpson(2).nlp(_disk_problem())
+    nlp = cx.fit.HermiteSimpson(2).nlp(
+        _disk_problem(running_cost=lambda t, q, qd, u, p: u @ u + q[2] * qd @ qd)
+    )
     L = nlp.layout
     rng = np.random.default_rng(7)
     z = 0.3 * rng.standard_normal(L.nz)
