@@ -59,8 +59,8 @@ def _structure(nlp):
 
 @pytest.mark.parametrize(
     "transcription",
-    [fit.HermiteSimpson(3), fit.DirectMultipleShooting(3, 2)],
-    ids=["hermite-simpson", "multiple-shooting"],
+    [fit.HermiteSimpson(3), fit.Trapezoidal(3), fit.DirectMultipleShooting(3, 2)],
+    ids=["hermite-simpson", "trapezoidal", "multiple-shooting"],
 )
 def test_sampled_structure_holds_every_nonzero_of_the_whole_programs_derivatives(transcription):
     """At fresh random points (other seeds than the sampling's), every nonzero entry of the

@@ -2,7 +2,7 @@
 optimisation through `cx.simulate` (docs/concepts/gradients.md)."""
 
 from ._checkpoint import load_checkpoint as load_checkpoint, save_checkpoint as save_checkpoint
-from ._collocation import HermiteSimpson as HermiteSimpson
+from ._collocation import HermiteSimpson as HermiteSimpson, Trapezoidal as Trapezoidal
 from ._controls import AbstractControl as AbstractControl, PiecewiseLinear as PiecewiseLinear
 from ._identify import (
     IdentificationProblem as IdentificationProblem,

@@ -127,7 +127,7 @@ class IPOPT(eqx.Module):
         callback: Callable | None = None,
         multipliers0: np.ndarray | None = None,
     ) -> NLPResult:
-        """Solve `nlp` (a `CollocationNLP`) from `z0`."""
+        """Solve `nlp` (a transcription's `AbstractNLP`) from `z0`."""
         try:
             import cyipopt
         except ImportError:

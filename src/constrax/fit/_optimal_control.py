@@ -251,7 +251,8 @@ def solve_optimal_control(
       (e.g. a `cx.simulate` of a hand-made control), a previous `OptimalControlSolution`
       (a warm start with its multipliers when the transcription is the same, else
       resampled; nothing is recompiled), or a function `t -> (q, qd, u)`.
-    - `transcription`: `cx.fit.HermiteSimpson(intervals=50)` (default) or
+    - `transcription`: `cx.fit.HermiteSimpson(intervals=50)` (default),
+      `cx.fit.Trapezoidal(intervals=50)` or
       `cx.fit.DirectMultipleShooting(segments=20, steps=8)`.
     - `solver`: `cx.fit.IPOPT()` (default).
     - `jitter`: the default guess (`guess=None`) is moved by this relative amount of
