@@ -38,7 +38,6 @@ states and of $h f$ at the interval's points.
 
 import abc
 import functools
-from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -78,12 +77,11 @@ class _AbstractCollocation(AbstractTranscription):
 
 def _parts(z: Sizes, midpoints: bool):
     N, s, nu, r = z.N, z.s, z.nu, z.r
-    mid = midpoints
     return [
         ("X", (N + 1) * s),
-        *([("Xm", N * s)] if mid else []),
+        *([("Xm", N * s)] if midpoints else []),
         ("U", (N + 1) * nu),
-        *([("Um", N * nu)] if mid else []),
+        *([("Um", N * nu)] if midpoints else []),
         ("V", N * r),
         ("shared", z.nsh),
     ]
@@ -118,8 +116,9 @@ def _layout(z: Sizes, midpoints: bool, defect_rows: int) -> Layout:
          shared(off, N)],
         axis=1,
     )  # fmt: skip
-    all_points = lambda off: np.concatenate([point(off), shared(off, point(off).shape[0])], 1)
     P = len(points)
+    n_points = N + 1 + (N if midpoints else 0)
+    all_points = lambda off: np.concatenate([point(off), shared(off, n_points)], 1)
     R = defect_rows + r + (P - 1) * z.npath
     blocks = dict(interval=interval, point=all_points, node=node)
     return build_layout(
@@ -133,9 +132,9 @@ class AbstractCollocationNLP(AbstractNLP):
     `quadrature` (the weights of the interval's points, left node, [midpoint], right node,
     in units of $h$), `defect_names` (one group of $s$ rows each) and `defects`."""
 
-    midpoints: ClassVar[bool]
-    quadrature: ClassVar[tuple[float, ...]]
-    defect_names: ClassVar[tuple[str, ...]]
+    midpoints: eqx.AbstractClassVar[bool]
+    quadrature: eqx.AbstractClassVar[tuple[float, ...]]
+    defect_names: eqx.AbstractClassVar[tuple[str, ...]]
 
     @abc.abstractmethod
     def defects(self, xs: Array, hfs: Array) -> Array:
@@ -150,7 +149,7 @@ class AbstractCollocationNLP(AbstractNLP):
 
     @property
     def _n_points(self) -> int:
-        return 2 if not self.midpoints else 3
+        return 3 if self.midpoints else 2
 
     def _interval_points(self) -> np.ndarray:
         """`(N, P)`: the indices (in the nodes-then-midpoints order of `_points`) of each
