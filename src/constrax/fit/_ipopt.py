@@ -9,8 +9,10 @@ the structural nonzeros of the transcription's blocks, found by sampling and che
 evaluation (`_sparsity.py`; docs page "Trajectory optimisation").
 """
 
+import contextlib
 import functools
 import hashlib
+import logging
 import math
 import types
 import warnings
@@ -214,10 +216,11 @@ class IPOPT(eqx.Module):
         for key, value in options.items():
             problem.add_option(key, value)
         try:
-            if multipliers0 is not None:
-                z, info = problem.solve(np.asarray(z0, np.float64), lagrange=multipliers0)
-            else:
-                z, info = problem.solve(np.asarray(z0, np.float64))
+            with _quiet_failed_checks():
+                if multipliers0 is not None:
+                    z, info = problem.solve(np.asarray(z0, np.float64), lagrange=multipliers0)
+                else:
+                    z, info = problem.solve(np.asarray(z0, np.float64))
         except Exception as e:
             failed = _evaluation_error(e, count[0])
             if failed is None:
@@ -422,6 +425,28 @@ def _progress(enabled: bool, total: int):
         warnings.warn("progress=True needs tqdm (pip install tqdm)", stacklevel=4)
         return None
     return tqdm(total=total, desc="constrax.fit (IPOPT)", leave=False)
+
+
+class _FailedCheck(logging.Filter):
+    """Drops JAX's log of a callback that raised a constrax check (`equinox.error_if`
+    inside a compiled program logs the whole traceback once per failing call, before the
+    error reaches IPOPT's caller): `_evaluation_error` raises it again in one line, with
+    the original error chained."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return error is None or "constrax:" not in str(error)
+
+
+@contextlib.contextmanager
+def _quiet_failed_checks():
+    """`_FailedCheck` on JAX's callback logger for the duration of a solve."""
+    logger, check = logging.getLogger("jax._src.callback"), _FailedCheck()
+    logger.addFilter(check)
+    try:
+        yield
+    finally:
+        logger.removeFilter(check)
 
 
 def _evaluation_error(error: Exception, iteration: int) -> RuntimeError | None:
