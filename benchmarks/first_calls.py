@@ -51,15 +51,11 @@ EXPERIMENTS = os.path.join(
 )
 
 
-def measure_one(call: str, path: str) -> dict:
-    """One first call in this (fresh) process."""
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
-    from benchmarks._timing import cold_compile_settings
-
-    cold_compile_settings()
+def _calls(path: str):
+    """The robot's three first calls on `path` (`"tree"` or `"Lagrangian"`), as functions of
+    no argument, and the seconds spent importing and building the robot."""
     import equinox as eqx
+    import jax
     import jax.numpy as jnp
 
     import constrax as cx
@@ -81,16 +77,41 @@ def measure_one(call: str, path: str) -> dict:
     def acc(v):
         return cx.accelerations(system, 0.0, q0, v, p, constraint_solver=solver).qdd
 
+    calls = {
+        "consistent_initial_state": lambda: cx.consistent_initial_state(system, 0.0, q0, qd, p),
+        "accelerations": lambda: acc(qd),
+        "jacfwd": lambda: jax.jacfwd(acc)(qd),
+    }
+    return calls, build
+
+
+def measure_one(call: str, path: str) -> dict:
+    """One first call in this (fresh) process."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    from benchmarks._timing import cold_compile_settings
+
+    cold_compile_settings()
+    calls, build = _calls(path)
     t = time.perf_counter()
-    if call == "consistent_initial_state":
-        out = cx.consistent_initial_state(system, 0.0, q0, qd, p)
-    elif call == "accelerations":
-        out = acc(qd)
-    else:
-        out = jax.jacfwd(acc)(qd)
-    jax.block_until_ready(out)
+    jax.block_until_ready(calls[call]())
     first = time.perf_counter() - t
     return dict(call=call, path=path, first_call_s=first, import_and_build_s=build)
+
+
+def equation_counts() -> dict:
+    """`{path: {call: equations}}`: the jaxpr equations each call traces
+    (`_jaxpr.count_equations`; deterministic, unlike the times)."""
+    import jax
+
+    from benchmarks._jaxpr import count_equations
+
+    out = {}
+    for path in ("tree", "Lagrangian"):
+        calls, _ = _calls(path)
+        out[path] = {c: count_equations(jax.make_jaxpr(calls[c])()) for c in CALLS}
+    return out
 
 
 def _run_fresh(call: str, label: str, limit: float) -> dict:
@@ -122,10 +143,12 @@ def _markdown(info: dict, rows: list[dict]) -> str:
         f"- versions: python {info['python']}, jax {info['jax']}, diffrax {info['diffrax']}, "
         f"equinox {info['equinox']}, constrax {info['constrax']}",
         "- each call in a new process (cold; persistent compilation cache off); wall time of "
-        f"the first call, minimum (median) over {info['repeats']} processes",
+        f"the first call, minimum (median) over {info['repeats']} processes; the equations of "
+        "the jaxpr each call traces (`_jaxpr.count_equations`, deterministic)",
         "",
     ]
     table = []
+    counts = info.get("jaxpr_equations", {})
     for call in CALLS:
         cells = [f"`{call}`"]
         for path in PATHS:
@@ -134,8 +157,12 @@ def _markdown(info: dict, rows: list[dict]) -> str:
                 cells.append(f"{min(r['samples_s']):.1f} ({statistics.median(r['samples_s']):.1f})")
             else:
                 cells.append(r.get("note", "—"))
+        cells.append(
+            " / ".join(str(counts.get(p, {}).get(call, "—")) for p in ("tree", "Lagrangian"))
+        )
         table.append(cells)
-    lines += md_table(["first call", *(f"{p} [s]" for p in PATHS)], table)
+    header = ["first call", *(f"{p} [s]" for p in PATHS), "jaxpr equations, tree / Lagrangian"]
+    lines += md_table(header, table)
     return "\n".join(lines) + "\n"
 
 
@@ -156,6 +183,7 @@ def main(argv=None) -> None:
 
     info = machine_info()
     info["repeats"] = args.repeats
+    info["jaxpr_equations"] = equation_counts()
     rows = []
     for call in CALLS:
         for path in PATHS:

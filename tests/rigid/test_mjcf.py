@@ -465,6 +465,117 @@ def test_wheel_frame_and_shape():
         imported.wheel("chassis")
 
 
+# A branched tree: a free root carrying an arm (ball, then a hinge with `ref` at an offset
+# anchor) and a leg (a slide and a hinge on one body) that ends in a wheel.
+BRANCHED_XML = """
+<mujoco model="branched">
+  <option><flag contact="disable"/></option>
+  <worldbody>
+    <body name="base" pos="0.1 -0.2 0.5" quat="0.9 0.1 -0.2 0.3">
+      <freejoint name="root"/>
+      <geom type="box" size="0.2 0.1 0.05" mass="2"/>
+      <body name="arm" pos="0.2 0.1 0" euler="10 0 20">
+        <joint name="shoulder" type="ball" pos="0.05 0 0"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+        <body name="hand" pos="0.3 0 0" euler="0 -30 0">
+          <joint name="wrist" type="hinge" axis="0 1 1" pos="0.02 0 0" ref="0.3"/>
+          <geom type="sphere" size="0.05"/>
+        </body>
+      </body>
+      <body name="leg" pos="-0.1 -0.15 -0.05" euler="0 15 0">
+        <joint name="extend" type="slide" axis="0.2 0 -1" ref="0.05"/>
+        <joint name="axle" type="hinge" axis="0 1 0" pos="0 0 -0.02"/>
+        <geom name="tyre" type="cylinder" size="0.08 0.01" pos="0 0.02 -0.1" euler="90 0 0"/>
+      </body>
+    </body>
+  </worldbody>
+</mujoco>"""
+
+
+def test_body_frames_match_mujoco_kinematics_on_a_branched_tree():
+    """Each body's frame placed along its own chain of ancestors (`body_frame`, what
+    `TreeBody` and the connect/weld rows read), all frames at once (`frames`) and the
+    level-by-level frames of the tree dynamics equal MuJoCo's data.xpos/xmat after
+    mj_kinematics, one state at a time under jit and a batch under vmap."""
+    from constrax.rigid._tree_dynamics import TreeDynamics
+
+    m = mujoco.MjModel.from_xml_string(BRANCHED_XML)
+    imported = cx.rigid.from_mjcf(m)
+    tree = imported.tree
+    assert [int(t) for t in m.jnt_type] == [0, 1, 3, 2, 3]  # free, ball, hinge, slide, hinge
+    assert tuple(tree.parent) == (0, 0, 1, 2, 1)  # the base branches into arm and leg
+
+    def all_three(q):
+        chains = [tree.body_frame(q, b) for b in range(m.nbody)]
+        xpos_c, xmat_c = jnp.stack([c[0] for c in chains]), jnp.stack([c[1] for c in chains])
+        return (xpos_c, xmat_c), tree.frames(q), TreeDynamics(tree).frames(q)
+
+    data = mujoco.MjData(m)
+    rng = np.random.default_rng(5)
+    qs, refs = [], []
+    for _ in range(4):
+        qpos, _, _ = _random_state(m, imported, rng)
+        data.qpos[:] = qpos
+        mujoco.mj_kinematics(m, data)
+        qs.append(imported.from_mujoco_state(qpos, np.zeros(m.nv))[0])
+        refs.append((np.array(data.xpos), np.array(data.xmat).reshape(-1, 3, 3)))
+    one = jax.jit(all_three)
+    batch = jax.jit(jax.vmap(all_three))(jnp.stack(qs))
+    for k, (q, (xpos, xmat)) in enumerate(zip(qs, refs, strict=True)):
+        for i, (pos, mat) in enumerate(one(q)):
+            np.testing.assert_allclose(pos, xpos, atol=1e-13, err_msg=f"path {i}")
+            np.testing.assert_allclose(mat, xmat, atol=1e-13, err_msg=f"path {i}")
+            np.testing.assert_allclose(batch[i][0][k], xpos, atol=1e-13)
+            np.testing.assert_allclose(batch[i][1][k], xmat, atol=1e-13)
+    with pytest.raises(ValueError, match=r"`body` must be a body id in \[0, 5\), got 5"):
+        tree.body_frame(qs[0], 5)
+
+
+def test_rolling_contact_rows_on_a_branch_have_central_difference_gradients():
+    """The rolling rows of a wheel at the end of a branch (free root, slide, hinge), read
+    through the wheel's chain of ancestors: their derivatives in q and qd, and the
+    derivative in q of their rate along qd (the engine's bias term), equal central
+    differences (under jit); under vmap the rows of a batch are each state's."""
+    m = mujoco.MjModel.from_xml_string(BRANCHED_XML)
+    imported = cx.rigid.from_mjcf(m)
+    body, shape = imported.wheel("tyre")
+    (con,) = cx.rigid.rolling_contact(body, shape)
+    p = imported.params
+    rows = lambda q, qd: con.velocity(0.0, q, qd, p)
+    rate = lambda q, qd: jax.jvp(lambda x: rows(x, qd), (q,), (qd,))[1]
+    rng = np.random.default_rng(7)
+    qpos, qvel, _ = _random_state(m, imported, rng)
+    q, qd = imported.from_mujoco_state(qpos, qvel)
+    h = 1e-6
+
+    @jax.jit
+    def derivatives_and_differences(q, qd):
+        """d/dq and d/dqd of the rows and of their rate, and their central differences
+        along every coordinate."""
+        out = []
+        for f in (rows, rate):
+            for arg in (0, 1):
+                shift = lambda e, f=f, arg=arg: f(q + e, qd) if arg == 0 else f(q, qd + e)
+                steps = h * jnp.eye(q.size)
+                fd = (jax.vmap(shift)(steps) - jax.vmap(shift)(-steps)).T / (2 * h)
+                out.append((jax.jacfwd(f, arg)(q, qd), fd))
+        return out
+
+    results = derivatives_and_differences(q, qd)
+    for J, fd in results:
+        assert np.abs(J).max() > 1e-3
+        np.testing.assert_allclose(J, fd, rtol=1e-6, atol=1e-8)
+    # The chain reaches the wheel through the free root, the slide and the axle.
+    J = np.asarray(results[1][0])  # d rows / d qd
+    moved = [imported.coordinates[i] for i in np.flatnonzero(np.abs(J).max(0) > 0)]
+    assert {"root.x", "extend", "axle"} <= set(moved) and "wrist" not in moved
+    # Under vmap, a batch of states gives the rows of each state.
+    qs = jnp.stack([q, q.at[0].add(0.3).at[-1].add(0.5)])
+    batched = jax.jit(lambda qs: (jax.vmap(rows, (0, None))(qs, qd), [rows(x, qd) for x in qs]))
+    together, apart = batched(qs)
+    np.testing.assert_allclose(together, jnp.stack(apart), rtol=1e-14, atol=1e-15)
+
+
 # ----------------------------------------------------------------------------------------
 # Bad input: every unsupported element raises, naming the element.
 

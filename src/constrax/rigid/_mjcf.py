@@ -101,7 +101,8 @@ class KinematicTree(eqx.Module):
     joint transmission drives) is static.
 
     **Example:** `xpos, xmat = tree.frames(q)`: every body frame's origin `(nbody, 3)` and
-    rotation `(nbody, 3, 3)` in the world, as MuJoCo's `data.xpos`, `data.xmat`.
+    rotation `(nbody, 3, 3)` in the world, as MuJoCo's `data.xpos`, `data.xmat`;
+    `tree.body_frame(q, b)`: body `b`'s alone, `(xpos[b], xmat[b])`.
     """
 
     body_pos: Float[Array, "nbody 3"]
@@ -120,34 +121,63 @@ class KinematicTree(eqx.Module):
     # reflected armature and damping act (MuJoCo 4's `actuator_armature`, `actuator_damping`).
     actuator_dofs: tuple[int, ...] = eqx.field(static=True, default=())
 
+    def _place(self, q, b: int, pos, R):
+        """Body `b`'s frame from its parent's `(pos, R)`: the fixed placement, then the body's
+        joints in order (one step of MuJoCo's `mj_kinematics`)."""
+        dtype = q.dtype
+        pos = pos + _mv(R, self.body_pos[b].astype(dtype))
+        R = _mm(R, self.body_rot[b].astype(dtype))
+        for typ, j, a in self.body_joints[b]:
+            if typ == _FREE:
+                pos = q[a : a + 3]
+                R = quaternion_to_rotation(q[a + 3 : a + 7])
+            elif typ == _SLIDE:
+                axis = self.jnt_axis[j].astype(dtype)
+                pos = pos + _mv(R, axis) * (q[a] - self.qpos0[a])
+            else:
+                anchor = self.jnt_pos[j].astype(dtype)
+                world_anchor = pos + _mv(R, anchor)
+                if typ == _BALL:
+                    R = _mm(R, quaternion_to_rotation(q[a : a + 4]))
+                else:
+                    angle = q[a] - self.qpos0[a]
+                    R = _mm(R, _axis_angle_matrix(self.jnt_axis[j].astype(dtype), angle))
+                pos = world_anchor - _mv(R, anchor)
+        return pos, R
+
     def frames(self, q: Float[Array, " nq"]) -> tuple[Float[Array, "nbody 3"], Array]:
         """Body frames `(xpos, xmat)` at the coordinates `q` (MuJoCo's `mj_kinematics`)."""
         dtype = q.dtype
         xpos = [jnp.zeros(3, dtype)]
         xmat = [jnp.eye(3, dtype=dtype)]
         for b in range(1, len(self.parent)):
-            pp = self.parent[b]
-            pos = xpos[pp] + _mv(xmat[pp], self.body_pos[b].astype(dtype))
-            R = _mm(xmat[pp], self.body_rot[b].astype(dtype))
-            for typ, j, a in self.body_joints[b]:
-                if typ == _FREE:
-                    pos = q[a : a + 3]
-                    R = quaternion_to_rotation(q[a + 3 : a + 7])
-                elif typ == _SLIDE:
-                    axis = self.jnt_axis[j].astype(dtype)
-                    pos = pos + _mv(R, axis) * (q[a] - self.qpos0[a])
-                else:
-                    anchor = self.jnt_pos[j].astype(dtype)
-                    world_anchor = pos + _mv(R, anchor)
-                    if typ == _BALL:
-                        R = _mm(R, quaternion_to_rotation(q[a : a + 4]))
-                    else:
-                        angle = q[a] - self.qpos0[a]
-                        R = _mm(R, _axis_angle_matrix(self.jnt_axis[j].astype(dtype), angle))
-                    pos = world_anchor - _mv(R, anchor)
+            pos, R = self._place(q, b, xpos[self.parent[b]], xmat[self.parent[b]])
             xpos.append(pos)
             xmat.append(R)
         return jnp.stack(xpos), jnp.stack(xmat)
+
+    def body_frame(
+        self, q: Float[Array, " nq"], body: int
+    ) -> tuple[Float[Array, " 3"], Float[Array, "3 3"]]:
+        r"""The frame `(xpos[body], xmat[body])` of one body, placed along the chain of its
+        ancestors only: $X_b = X_{b_1}\circ X_{b_2}\circ\dots\circ X_{b_k}$ for the path
+        $b_1, \dots, b_k = b$ from the world, $X_{b_i}$ each body's placement in its parent
+        followed by its joints. The same arithmetic as `frames`, traced for the bodies on
+        that chain only, so that a constraint row on one body (a `TreeBody`, an equality
+        row) costs what the body's depth costs, not what the whole tree does.
+
+        **Example:** `pos, R = tree.body_frame(q, 2)`.
+        """
+        chain, b = [], int(body)
+        if not 0 <= b < len(self.parent):
+            raise ValueError(f"`body` must be a body id in [0, {len(self.parent)}), got {body}")
+        while b != 0:
+            chain.append(b)
+            b = self.parent[b]
+        pos, R = jnp.zeros(3, q.dtype), jnp.eye(3, dtype=q.dtype)
+        for b in reversed(chain):
+            pos, R = self._place(q, b, pos, R)
+        return pos, R
 
     def inertial_frames(self, q):
         """Centres of mass `(nbody, 3)` and principal frames `(nbody, 3, 3)` in the world."""
@@ -244,11 +274,8 @@ class TreeBody(RigidBody):
 
     def _pose(self, q):
         q = jnp.asarray(q)
-        xpos, xmat = self.tree.frames(q)
-        R = xmat[self.body_id]
-        return xpos[self.body_id] + R @ self.frame_pos.astype(q.dtype), R @ self.frame_rot.astype(
-            q.dtype
-        )
+        pos, R = self.tree.body_frame(q, self.body_id)
+        return pos + R @ self.frame_pos.astype(q.dtype), R @ self.frame_rot.astype(q.dtype)
 
     def split(self, q):
         raise TypeError(
@@ -528,20 +555,20 @@ def _equality_constraints(m, mujoco, tree) -> list[AbstractConstraint]:
             if typ == int(E.mjEQ_CONNECT):
 
                 def g(t, q, p, b1=b1, b2=b2, a1=a1, a2=a2):
-                    xpos, xmat = tree.frames(q)
-                    return xpos[b1] + xmat[b1] @ a1 - xpos[b2] - xmat[b2] @ a2
+                    (x1, R1), (x2, R2) = tree.body_frame(q, b1), tree.body_frame(q, b2)
+                    return x1 + R1 @ a1 - x2 - R2 @ a2
 
                 out.append(Holonomic(g, name=f"{label}.connect"))
             else:
                 rel = jnp.asarray(data[6:10])
 
                 def g(t, q, p, b1=b1, b2=b2, a1=a1, a2=a2, rel=rel):
-                    xpos, xmat = tree.frames(q)
-                    dpos = xpos[b1] + xmat[b1] @ a1 - xpos[b2] - xmat[b2] @ a2
+                    (x1, R1), (x2, R2) = tree.body_frame(q, b1), tree.body_frame(q, b2)
+                    dpos = x1 + R1 @ a1 - x2 - R2 @ a2
                     # MuJoCo's orientation error vec(conj(q2) * q1 * relpose) (up to the sign
                     # of the quaternion), from the rotation E = R2^T R1 Rrel:
                     # vec = (E - E^T)^vee / (2 sqrt(1 + tr E)), zero iff E = I (|angle| < pi).
-                    E = xmat[b2].T @ xmat[b1] @ quaternion_to_rotation(rel.astype(q.dtype))
+                    E = R2.T @ R1 @ quaternion_to_rotation(rel.astype(q.dtype))
                     skew = jnp.stack([E[2, 1] - E[1, 2], E[0, 2] - E[2, 0], E[1, 0] - E[0, 1]])
                     vec = 0.5 * skew / jnp.sqrt(1.0 + jnp.trace(E))
                     return jnp.concatenate([dpos, vec])
