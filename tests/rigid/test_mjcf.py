@@ -615,6 +615,22 @@ def _xml(body: str = "", extra: str = "", option: str = "") -> str:
         (_xml(option='<option density="1.2"/>'), "fluid forces"),
         (
             _xml(
+                extra='<tendon><fixed name="t" actuatorfrcrange="-1 1"><joint joint="j" '
+                'coef="1"/></fixed></tendon><actuator><motor name="a" tendon="t"/></actuator>'
+            ),
+            "tendon 't': tendon actuatorfrcrange",
+        ),
+        (
+            _xml(
+                extra='<tendon><spatial name="s"><site site="top"/><site site="low"/></spatial>'
+                '</tendon><actuator><motor name="a" tendon="s"/></actuator>'
+            )
+            .replace('<geom name="g"', '<site name="top"/><geom name="g"')
+            .replace('<geom name="h"', '<site name="low" pos="0.1 0 0"/><geom name="h"'),
+            "actuator 'a': only joint transmissions on hinge and slide joints and fixed tendons",
+        ),
+        (
+            _xml(
                 extra='<tendon><fixed name="t"><joint joint="j" coef="1"/></fixed></tendon>'
                 '<equality><tendon name="e" tendon1="t"/></equality>'
             ),

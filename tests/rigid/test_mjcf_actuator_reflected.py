@@ -306,8 +306,8 @@ def test_unsupported_transmissions_with_damping_or_armature_name_the_actuator():
     )
     with pytest.raises(
         cx.rigid.MJCFError,
-        match=r"actuator 'a': only joint transmissions on hinge and slide joints are "
-        r"converted \(with the damping and armature they reflect\)",
+        match=r"actuator 'a': the damping and armature of a tendon transmission are not "
+        r"converted \(a joint transmission's are\)",
     ):
         cx.rigid.from_mjcf(tendon)
     ball = ACT_XML.replace("<OPTION", "").replace(

@@ -34,7 +34,16 @@ from .._system import System
 from .._terms import mass_matrix
 from ._body import RigidBody
 from ._contacts import Disk, Sphere, body_constraints
-from ._mjcf_checks import _BALL, _FREE, _HINGE, _SLIDE, IGNORABLE, MJCFError, check_supported
+from ._mjcf_checks import (
+    _BALL,
+    _FREE,
+    _HINGE,
+    _SLIDE,
+    IGNORABLE,
+    MJCFError,
+    check_supported,
+    fixed_tendon_wraps,
+)
 from ._orientation import Quaternion
 from ._so3 import quaternion_multiply, quaternion_to_rotation
 from ._tree_dynamics import TreeDynamics, actuator_reflected, dof_armature
@@ -451,8 +460,14 @@ class MJCFSystem(eqx.Module):
 
     # -- bodies and wheels ----------------------------------------------------------------
 
-    def _id(self, kind: str, name: str) -> int:
+    def _id(self, kind: str, name: str | int) -> int:
+        """MuJoCo's id of the element `name`, or `name` itself where it is an id (an
+        unnamed element has only its id)."""
         names = getattr(self, f"{kind}_names")
+        if isinstance(name, int | np.integer) and not isinstance(name, bool):
+            if not 0 <= name < len(names):
+                raise IndexError(f"no {kind} #{name}: the MJCF model has {len(names)} {kind}s")
+            return int(name)
         if name not in names:
             raise KeyError(
                 f"no {kind} named {name!r} in the MJCF model; {kind}s: "
@@ -469,8 +484,10 @@ class MJCFSystem(eqx.Module):
         mass, inertia, ipos, irot = self._bodies[b]
         return TreeBody(self.tree, b, ipos, irot, mass, inertia, name)
 
-    def wheel(self, geom: str, *, name: str | None = None) -> tuple[TreeBody, Sphere | Disk]:
-        r"""A wheel for the `cx.rigid` contact builders from a `sphere` or `cylinder` geom:
+    def wheel(self, geom: str | int, *, name: str | None = None) -> tuple[TreeBody, Sphere | Disk]:
+        r"""A wheel for the `cx.rigid` contact builders from a `sphere` or `cylinder` geom,
+        given by its name or, for an unnamed geom, MuJoCo's geom id (e.g.
+        `m.body_geomadr[body_id]`, the first geom of a body):
         `(body, shape)` with the body frame at the geom's centre and the shape a
         `cx.rigid.Sphere(radius)` or a `cx.rigid.Disk(radius, axis=e_z)` (MuJoCo's cylinder
         axis is the geom's $z$). A cylinder rolls on its middle circle, as a thin disk: exact
@@ -494,7 +511,8 @@ class MJCFSystem(eqx.Module):
             raise MJCFError(
                 f"geom {geom!r} is a {typ}; a wheel must be a sphere or a cylinder geom"
             )
-        return TreeBody(self.tree, b, pos, rot, mass, inertia, name or geom), shape
+        name = name or self.geom_names[g] or f"geom{g}"
+        return TreeBody(self.tree, b, pos, rot, mass, inertia, name), shape
 
     def with_constraints(self, *constraints) -> "MJCFSystem":
         """A copy whose system has `constraints` (constraints or lists of them) appended.
@@ -513,6 +531,33 @@ class MJCFSystem(eqx.Module):
 
 # ----------------------------------------------------------------------------------------
 # Import.
+
+
+def _field(m, name: str, shape) -> np.ndarray:
+    """A field of the model as float64, zeros where this MuJoCo has none."""
+    return np.array(getattr(m, name, np.zeros(shape)), dtype=np.float64)
+
+
+def _transmissions(m, mujoco) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""Each actuator's transmission (`check_supported`: a hinge or slide joint, or a fixed
+    tendon of such joints) as constant coefficients: the actuator's length is
+    $g\,C_q\,$`qpos`, its velocity $g\,C_v\,$`qvel` and its generalized force
+    $C_v^\top(g\,f)$ (MuJoCo's `actuator_moment` is $g\,C_v$; a fixed tendon's length is
+    $\sum_k c_k q_k$). Returns `(C_q (nu, nq), C_v (nu, nv), dof (nu,))`, `dof` the dof of
+    a joint transmission and $-1$ for a tendon's."""
+    C_q, C_v = np.zeros((m.nu, m.nq)), np.zeros((m.nu, m.nv))
+    dof = np.full(m.nu, -1, dtype=int)
+    for i in range(m.nu):
+        target = int(m.actuator_trnid[i, 0])
+        if int(m.actuator_trntype[i]) == int(mujoco.mjtTrn.mjTRN_JOINT):
+            wraps = [(target, 1.0)]
+            dof[i] = int(m.jnt_dofadr[target])
+        else:
+            wraps = fixed_tendon_wraps(m, mujoco, target)
+        for j, c in wraps:
+            C_q[i, int(m.jnt_qposadr[j])] += c
+            C_v[i, int(m.jnt_dofadr[j])] += c
+    return C_q, C_v, dof
 
 
 def _load(source, mujoco):
@@ -611,16 +656,17 @@ def from_mjcf(
     damping ($-(d_0 + d_1|v| + d_2v^2)v$ with MuJoCo 4's polynomial `damping`; an actuator's
     `damping` adds $g^2$ times its coefficients, also when actuation is off) and actuators
     (`motor`/`general`/`position`/`velocity` without dynamics, joint transmission on
-    hinge/slide joints, fixed or affine gain and bias, `ctrlrange`/`forcerange` clamping,
+    hinge/slide joints or a fixed tendon of them, fixed or affine gain and bias,
+    `ctrlrange`/`forcerange` clamping, a hinge/slide joint's `actuatorfrcrange` clamping,
     none from the groups `<option actuatorgroupdisable>` switches off) as a generalized
     force, and active `connect`, `weld` and `joint` equality constraints as
     exact `cx.Holonomic` rows (MuJoCo's are soft: see `docs/interop/mjcf.md`).
 
     Anything else that acts on the dynamics raises one `MJCFError` naming every such element
     (`MJCFError.problems`, one line each): tendons with stiffness, damping, friction or
-    actuators, flexes/composites, fluid forces, mocap bodies, gravity compensation, actuator
-    dynamics, other transmissions (with their actuators' damping and armature) and equality
-    types.
+    force ranges, flexes/composites, fluid forces, mocap bodies, gravity compensation,
+    actuator dynamics, other transmissions (with their actuators' damping and armature), a
+    tendon transmission's damping and armature, and equality types.
     Joint and tendon limits, collisions and friction loss are inequality or contact
     phenomena that a constrained Lagrangian system does not represent: they raise too unless
     MuJoCo's own model disables them (`m.opt.disableflags`: `mjDSBL_LIMIT`,
@@ -645,8 +691,8 @@ def from_mjcf(
     `actuator_gear` `(nu, 6)`, `actuator_gainprm`, `actuator_biasprm` `(nu, 10)`,
     `actuator_ctrlrange`, `actuator_forcerange` `(nu, 2)`, `actuator_damping`,
     `actuator_armature` `(nu,)`, `actuator_dampingpoly` `(nu, 2)` (zeros before MuJoCo 4),
-    `ctrl` `(nu,)`, `gravity` `(3,)`
-    (row 0 of the body arrays is the world). Geometry is fixed at import.
+    `ctrl` `(nu,)`, `gravity` `(3,)`, `dof_actfrcrange` `(nv, 2)` (each dof's joint-level
+    `actuatorfrcrange`) (row 0 of the body arrays is the world). Geometry is fixed at import.
 
     **Example:**
 
@@ -693,10 +739,7 @@ def from_mjcf(
     joints = tuple(
         (int(m.jnt_type[j]), int(m.jnt_qposadr[j]), int(m.jnt_dofadr[j])) for j in range(m.njnt)
     )
-    # Every actuator has a joint transmission on a hinge or slide joint (`check_supported`).
-    act_j = np.array([int(m.actuator_trnid[i, 0]) for i in range(m.nu)], dtype=int)
-    act_a = np.array([int(m.jnt_qposadr[j]) for j in act_j], dtype=int)
-    act_v = np.array([int(m.jnt_dofadr[j]) for j in act_j], dtype=int)
+    act_q, act_v, act_dof = _transmissions(m, mujoco)
     tree = KinematicTree(
         body_pos=jnp.asarray(f64(m.body_pos)),
         body_rot=jnp.asarray(np.stack([_rotation_np(x) for x in m.body_quat])),
@@ -710,7 +753,7 @@ def from_mjcf(
         joints=joints,
         nq=int(m.nq),
         nv=int(m.nv),
-        actuator_dofs=tuple(int(v) for v in act_v),
+        actuator_dofs=tuple(int(v) for v in act_dof),
     )
 
     D = mujoco.mjtDisableBit
@@ -738,6 +781,8 @@ def from_mjcf(
         actuator_dampingpoly=_poly(m, "actuator_dampingpoly", m.nu) * damper,
         actuator_armature=f64(getattr(m, "actuator_armature", np.zeros(m.nu))).reshape(-1),
         ctrl=np.zeros(m.nu),
+        # Each dof's joint-level `actuatorfrcrange` (used where `jnt_actfrclimited`).
+        dof_actfrcrange=_field(m, "jnt_actfrcrange", (m.njnt, 2)).reshape(-1, 2)[m.dof_jntid],
         gravity=f64(m.opt.gravity) * (0.0 if off(D.mjDSBL_GRAVITY) else 1.0),
     )
     params = {k: jnp.asarray(v) for k, v in params.items()}
@@ -759,7 +804,7 @@ def from_mjcf(
         T = 0.5 * jnp.sum(mass * jnp.sum(comd[1:] ** 2, -1))
         T = T + 0.5 * jnp.sum(inertia * Om[1:] ** 2)
         v = tree.qvel(q, qd)
-        T = T + 0.5 * jnp.sum(dof_armature(p, act_v, tree.nv, q.dtype) * v**2)
+        T = T + 0.5 * jnp.sum(dof_armature(p, act_dof, tree.nv, q.dtype) * v**2)
         V = -jnp.sum(mass * (com[1:] @ p["gravity"]))
         if spring_j.size:
             dq = q[spring_a] - p["qpos_spring"][spring_a]
@@ -786,15 +831,19 @@ def from_mjcf(
         [not (0 <= g <= 30 and (disabled_groups >> g) & 1) for g in group], dtype=bool
     )
     actuated = m.nu > 0 and not off(D.mjDSBL_ACTUATION) and bool(act_on.any())
+    # `actuatorfrcrange` of a hinge or slide joint (`check_supported`), on its dof.
+    frc_limited = np.zeros(m.nv, dtype=bool)
+    for j in np.flatnonzero(_field(m, "jnt_actfrclimited", m.njnt)):
+        frc_limited[int(m.jnt_dofadr[j])] = True
 
     def force(t, q, qd, p):
         v = tree.qvel(q, qd)
         # MuJoCo's damping -(d0 + d1|v| + d2 v^2) v (the polynomial terms are MuJoCo 4's),
         # the joint's own coefficients plus those its actuators reflect (g^2 d, MuJoCo 4;
         # they act whether or not actuation is enabled, as in MuJoCo).
-        d = p["dof_damping"] + actuator_reflected(p, "actuator_damping", act_v, tree.nv, q.dtype)
+        d = p["dof_damping"] + actuator_reflected(p, "actuator_damping", act_dof, tree.nv, q.dtype)
         dp = p["dof_dampingpoly"] + actuator_reflected(
-            p, "actuator_dampingpoly", act_v, tree.nv, q.dtype
+            p, "actuator_dampingpoly", act_dof, tree.nv, q.dtype
         )
         f = -(d + dp[:, 0] * jnp.abs(v) + dp[:, 1] * v**2) * v
         if actuated:
@@ -802,14 +851,20 @@ def from_mjcf(
             lo, hi = p["actuator_ctrlrange"][:, 0], p["actuator_ctrlrange"][:, 1]
             u = jnp.where(ctrl_limited, jnp.clip(u, lo, hi), u)
             gear = p["actuator_gear"][:, 0]
-            length, speed = gear * q[act_a], gear * v[act_v]
+            length, speed = gear * (act_q @ q), gear * (act_v @ v)
             gp, bp = p["actuator_gainprm"], p["actuator_biasprm"]
             gain = gp[:, 0] + jnp.where(gain_affine, gp[:, 1] * length + gp[:, 2] * speed, 0.0)
             bias = jnp.where(bias_affine, bp[:, 0] + bp[:, 1] * length + bp[:, 2] * speed, 0.0)
             tau = gain * u + bias
             flo, fhi = p["actuator_forcerange"][:, 0], p["actuator_forcerange"][:, 1]
             tau = jnp.where(force_limited, jnp.clip(tau, flo, fhi), tau)
-            f = f.at[act_v].add(jnp.where(act_on, gear * tau, 0.0))
+            # MuJoCo's qfrc_actuator = moment^T force (moment = gear x the transmission's
+            # coefficients), clamped where a joint has an actuatorfrcrange.
+            qfrc = act_v.T @ jnp.where(act_on, gear * tau, 0.0)
+            if frc_limited.any():
+                qlo, qhi = p["dof_actfrcrange"][:, 0], p["dof_actfrcrange"][:, 1]
+                qfrc = jnp.where(frc_limited, jnp.clip(qfrc, qlo, qhi), qfrc)
+            f = f + qfrc
         # Q = J^T f with qvel = J(q) qd (linear in qd): one reverse pass.
         _, vjp = jax.vjp(lambda x: tree.qvel(q, x), qd)
         return vjp(f)[0]

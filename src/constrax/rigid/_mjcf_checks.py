@@ -114,8 +114,11 @@ def _joints(M: _Model) -> list[str]:
                 f"{M.joint(j)}: joint limits (range) are inequality constraints, not "
                 "converted" + _HINT.format("limits")
             )
-        if M.field("jnt_actfrclimited", m.njnt)[j]:
-            out.append(f"{M.joint(j)}: actuatorfrcrange is not converted")
+        if M.field("jnt_actfrclimited", m.njnt)[j] and typ not in (_SLIDE, _HINGE):
+            out.append(
+                f"{M.joint(j)}: actuatorfrcrange of a {_JOINT_NAMES[typ]} joint is not "
+                "converted (hinge and slide joints' are)"
+            )
     return out
 
 
@@ -152,6 +155,8 @@ def _tendons(M: _Model) -> list[str]:
             out.append(f"{tendon}: tendon limits are not converted" + _HINT.format("limits"))
         if armature[t] != 0:
             out.append(f"{tendon}: tendon armature is not converted")
+        if M.field("tendon_actfrclimited", m.ntendon)[t]:
+            out.append(f"{tendon}: tendon actuatorfrcrange is not converted")
     return out
 
 
@@ -194,14 +199,38 @@ def _actuators(M: _Model) -> list[str]:
             out.append(f"{actuator}: gaintype is not converted (fixed and affine are)")
         if int(m.actuator_biastype[i]) not in none_affine:
             out.append(f"{actuator}: biastype is not converted (none and affine are)")
-        if int(m.actuator_trntype[i]) != int(mujoco.mjtTrn.mjTRN_JOINT) or m.jnt_type[
-            m.actuator_trnid[i, 0]
-        ] not in (_SLIDE, _HINGE):
+        trntype, target = int(m.actuator_trntype[i]), int(m.actuator_trnid[i, 0])
+        if trntype == int(mujoco.mjtTrn.mjTRN_TENDON) and fixed_tendon_wraps(m, mujoco, target):
+            if reflected[i]:
+                out.append(
+                    f"{actuator}: the damping and armature of a tendon transmission are not "
+                    "converted (a joint transmission's are)"
+                )
+        elif trntype != int(mujoco.mjtTrn.mjTRN_JOINT) or m.jnt_type[target] not in (
+            _SLIDE,
+            _HINGE,
+        ):
             out.append(
-                f"{actuator}: only joint transmissions on hinge and slide joints are converted"
+                f"{actuator}: only joint transmissions on hinge and slide joints and fixed "
+                "tendons of such joints are converted"
                 + (" (with the damping and armature they reflect)" if reflected[i] else "")
             )
     return out
+
+
+def fixed_tendon_wraps(m, mujoco, t: int) -> list[tuple[int, float]]:
+    r"""`(joint, coefficient)` of each wrap of tendon `t` where it is a fixed tendon of
+    hinge and slide joints (its length $\sum_k c_k q_k$ is linear in `qpos`); `[]` otherwise
+    (a spatial tendon, or a fixed one through a ball or free joint)."""
+    start, num = int(m.tendon_adr[t]), int(m.tendon_num[t])
+    joint_wrap = int(mujoco.mjtWrap.mjWRAP_JOINT)
+    wraps = [(int(m.wrap_objid[w]), float(m.wrap_prm[w])) for w in range(start, start + num)]
+    kinds = [int(m.wrap_type[w]) for w in range(start, start + num)]
+    if not wraps or any(k != joint_wrap for k in kinds):
+        return []
+    if any(m.jnt_type[j] not in (_SLIDE, _HINGE) for j, _ in wraps):
+        return []
+    return wraps
 
 
 def _equalities(M: _Model) -> list[str]:
