@@ -51,8 +51,8 @@ from ._friction import (
     viscous_spin_friction as viscous_spin_friction,
 )
 from ._frictional_contact import FrictionalContact as FrictionalContact
+from ._kinematic_tree import KinematicTree as KinematicTree
 from ._mjcf import (
-    KinematicTree as KinematicTree,
     MJCFSystem as MJCFSystem,
     TreeBody as TreeBody,
     from_mjcf as from_mjcf,
