@@ -627,6 +627,33 @@ def test_unsupported_elements_raise_naming_them(xml, match):
         cx.rigid.from_mjcf(xml)
 
 
+def test_equality_builders_dispatch_on_mujocos_kinds():
+    """One builder per converted mjtEq kind; a kind without one raises the feature check's
+    words (were the check bypassed)."""
+    from constrax.rigid._mjcf_equalities import (
+        EQUALITY_BUILDERS,
+        connect,
+        equality_constraints,
+        joint,
+        weld,
+    )
+
+    E = mujoco.mjtEq
+    assert EQUALITY_BUILDERS == {
+        int(E.mjEQ_CONNECT): connect,
+        int(E.mjEQ_WELD): weld,
+        int(E.mjEQ_JOINT): joint,
+    }
+    m = mujoco.MjModel.from_xml_string(
+        _xml(
+            extra='<tendon><fixed name="t"><joint joint="j" coef="1"/></fixed></tendon>'
+            '<equality><tendon name="e" tendon1="t"/></equality>'
+        )
+    )
+    with pytest.raises(cx.rigid.MJCFError, match="equality 'e': only connect, weld and joint"):
+        equality_constraints(m, mujoco, tree=None)  # it raises before reading the tree
+
+
 def test_contacts_and_limits_need_an_explicit_choice():
     xml = _xml('range="-1 1" limited="true"').replace('contype="0" conaffinity="0"', "", 1)
     with pytest.raises(cx.rigid.MJCFError, match="geom 'g': collisions"):

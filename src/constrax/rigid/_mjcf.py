@@ -14,7 +14,8 @@ terms $\tfrac13 k_1\Delta^3 + \tfrac14 k_2\Delta^4$); joint damping and actuator
 generalized force $Q = J^\top(-(d_0 + d_1|v| + d_2v^2)\odot v + \tau_\text{act})$. An
 actuator $i$ of gear $g_i$ on a joint adds $g_i^2$ times its own armature and damping
 coefficients (MuJoCo 4's actuator `armature`, `damping`) to the joint's $a$ and $d$;
-equality constraints are `cx.Holonomic` rows. See `docs/interop/mjcf.md`.
+equality constraints are `cx.Holonomic` rows (`_mjcf_equalities`). See
+`docs/interop/mjcf.md`.
 """
 
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from ._body import RigidBody
 from ._contacts import Disk, Sphere, body_constraints
 from ._kinematic_tree import KinematicTree, _mm
 from ._mjcf_checks import _BALL, _FREE, _HINGE, _SLIDE, IGNORABLE, MJCFError, check_supported
+from ._mjcf_equalities import equality_constraints
 from ._orientation import Quaternion
 from ._so3 import quaternion_to_rotation
 from ._tree_dynamics import TreeDynamics, actuator_reflected, dof_armature
@@ -46,10 +48,6 @@ _QUATERNION = Quaternion()
 
 def _rotation_np(quat) -> np.ndarray:
     return np.asarray(quaternion_to_rotation(jnp.asarray(quat, dtype=jnp.float64)))
-
-
-def _int(*enums) -> tuple[int, ...]:
-    return tuple(int(e) for e in enums)
 
 
 def _poly(m, field: str, count: int) -> np.ndarray:
@@ -354,71 +352,6 @@ def _load(source, mujoco):
     )
 
 
-def _equality_constraints(m, mujoco, tree) -> list[AbstractConstraint]:
-    D = mujoco.mjtDisableBit
-    if m.opt.disableflags & (int(D.mjDSBL_EQUALITY) | int(D.mjDSBL_CONSTRAINT)):
-        return []
-    E = mujoco.mjtEq
-    out = []
-    for e in range(m.neq):
-        if not m.eq_active0[e]:
-            continue
-        label = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_EQUALITY, e) or f"equality{e}"
-        data = np.array(m.eq_data[e], dtype=np.float64)
-        typ = int(m.eq_type[e])
-        if typ in _int(E.mjEQ_CONNECT, E.mjEQ_WELD):
-            if int(m.eq_objtype[e]) == int(mujoco.mjtObj.mjOBJ_SITE):  # connect between two sites
-                s1, s2 = int(m.eq_obj1id[e]), int(m.eq_obj2id[e])
-                b1, b2 = int(m.site_bodyid[s1]), int(m.site_bodyid[s2])
-                a1, a2 = np.array(m.site_pos[s1]), np.array(m.site_pos[s2])
-            else:
-                b1, b2 = int(m.eq_obj1id[e]), int(m.eq_obj2id[e])
-                if typ == int(E.mjEQ_CONNECT):
-                    a1, a2 = data[0:3], data[3:6]
-                else:  # MuJoCo: body1's point is relpose[0:3], body2's is the anchor.
-                    a1, a2 = data[3:6], data[0:3]
-            a1, a2 = jnp.asarray(a1), jnp.asarray(a2)
-            if typ == int(E.mjEQ_CONNECT):
-
-                def g(t, q, p, b1=b1, b2=b2, a1=a1, a2=a2):
-                    (x1, R1), (x2, R2) = tree.body_frame(q, b1), tree.body_frame(q, b2)
-                    return x1 + R1 @ a1 - x2 - R2 @ a2
-
-                out.append(Holonomic(g, name=f"{label}.connect"))
-            else:
-                rel = jnp.asarray(data[6:10])
-
-                def g(t, q, p, b1=b1, b2=b2, a1=a1, a2=a2, rel=rel):
-                    (x1, R1), (x2, R2) = tree.body_frame(q, b1), tree.body_frame(q, b2)
-                    dpos = x1 + R1 @ a1 - x2 - R2 @ a2
-                    # MuJoCo's orientation error vec(conj(q2) * q1 * relpose) (up to the sign
-                    # of the quaternion), from the rotation E = R2^T R1 Rrel:
-                    # vec = (E - E^T)^vee / (2 sqrt(1 + tr E)), zero iff E = I (|angle| < pi).
-                    E = R2.T @ R1 @ quaternion_to_rotation(rel.astype(q.dtype))
-                    skew = jnp.stack([E[2, 1] - E[1, 2], E[0, 2] - E[2, 0], E[1, 0] - E[0, 1]])
-                    vec = 0.5 * skew / jnp.sqrt(1.0 + jnp.trace(E))
-                    return jnp.concatenate([dpos, vec])
-
-                out.append(Holonomic(g, name=f"{label}.weld"))
-        else:
-            j1, j2 = int(m.eq_obj1id[e]), int(m.eq_obj2id[e])
-            a1 = int(m.jnt_qposadr[j1])
-            a2 = int(m.jnt_qposadr[j2]) if j2 >= 0 else -1
-            ref1 = float(m.qpos0[a1])
-            ref2 = float(m.qpos0[a2]) if j2 >= 0 else 0.0
-            coef = jnp.asarray(data[0:5])
-
-            def g(t, q, p, a1=a1, a2=a2, ref1=ref1, ref2=ref2, coef=coef):
-                if a2 < 0:
-                    return jnp.atleast_1d(q[a1] - ref1 - coef[0])
-                d = q[a2] - ref2
-                poly = coef[0] + d * (coef[1] + d * (coef[2] + d * (coef[3] + d * coef[4])))
-                return jnp.atleast_1d(q[a1] - ref1 - poly)
-
-            out.append(Holonomic(g, name=f"{label}.joint"))
-    return out
-
-
 def from_mjcf(
     source,
     *,
@@ -652,7 +585,7 @@ def from_mjcf(
                 return jnp.atleast_1d(x @ x - 1.0)
 
             constraints.append(Holonomic(norm, name=f"{jn}.orientation"))
-    constraints += _equality_constraints(m, mujoco, tree)
+    constraints += equality_constraints(m, mujoco, tree)
     # The Euler–Lagrange terms of `lagrangian` by the tree recursions (composite rigid body,
     # recursive Newton–Euler): the same model, traced and evaluated at a cost that grows like
     # the tree, not like nested autodiff of its unrolled kinematics.
