@@ -3,7 +3,8 @@ r"""`from_mjcf`: a `cx.System` from an MJCF model parsed and compiled by MuJoCo.
 MuJoCo (the optional `mujoco` package) parses the file and compiles the `MjModel`;
 constrax reads the compiled arrays and never re-implements the format. The kinematic tree
 is rebuilt in JAX exactly as MuJoCo's forward kinematics (`KinematicTree`, in
-`_kinematic_tree`).
+`_kinematic_tree`); `MJCFSystem.body` and `MJCFSystem.wheel` hand frames of it to the
+constraint builders as `TreeBody` (`_tree_body`).
 
 The Lagrangian is
 $L = \sum_b \tfrac12 m_b|\dot c_b|^2 + \tfrac12\Omega_b^\top I_b\Omega_b
@@ -30,17 +31,13 @@ from jaxtyping import Array, ArrayLike, Float
 from .._constraints import AbstractConstraint, Holonomic
 from .._system import System
 from .._terms import mass_matrix
-from ._body import RigidBody
 from ._contacts import Disk, Sphere, body_constraints
 from ._kinematic_tree import KinematicTree, _mm
 from ._mjcf_checks import _BALL, _FREE, _HINGE, _SLIDE, IGNORABLE, MJCFError, check_supported
 from ._mjcf_equalities import equality_constraints
-from ._orientation import Quaternion
 from ._so3 import quaternion_to_rotation
+from ._tree_body import TreeBody
 from ._tree_dynamics import TreeDynamics, actuator_reflected, dof_armature
-
-_QUATERNION = Quaternion()
-
 
 # ----------------------------------------------------------------------------------------
 # Small helpers.
@@ -53,101 +50,6 @@ def _rotation_np(quat) -> np.ndarray:
 def _poly(m, field: str, count: int) -> np.ndarray:
     """A `(count, 2)` polynomial coefficient field of MuJoCo 4 (zeros on older MuJoCo)."""
     return np.array(getattr(m, field, np.zeros((count, 2))), dtype=np.float64).reshape(count, 2)
-
-
-# ----------------------------------------------------------------------------------------
-# A frame of the tree seen as a rigid body by the constraint builders.
-
-
-class TreeBody(RigidBody):
-    r"""A frame fixed in one body of an imported kinematic tree, presented to the
-    `cx.rigid` constraint builders (`rolling_contact`, `no_slip`, `plane_contact`,
-    `interconnection`, friction forces...) as a `cx.rigid.RigidBody`.
-
-    `position(q)` is the frame's origin (for a wheel: the centre of its geom), `rotation(q)`
-    its orientation, both by forward kinematics of the tree; velocities follow by one
-    `jax.jvp`. `mass` and `inertia` are those of the MuJoCo body, for reference only: the
-    imported Lagrangian already holds the body's inertia.
-
-    Get one from `MJCFSystem.body(name)` or `MJCFSystem.wheel(geom_name)`.
-    """
-
-    tree: KinematicTree
-    body_id: int = eqx.field(static=True)
-    frame_pos: Float[Array, " 3"]
-    frame_rot: Float[Array, "3 3"]
-
-    def __init__(self, tree, body_id, frame_pos, frame_rot, mass, inertia, name):
-        self.mass = jnp.asarray(mass, dtype=jnp.result_type(float))
-        self.inertia = jnp.asarray(inertia, dtype=jnp.result_type(float))
-        self.orientation = _QUATERNION
-        self.offset = 0
-        self.name = name
-        self.tree = tree
-        self.body_id = int(body_id)
-        self.frame_pos = jnp.asarray(frame_pos, dtype=jnp.result_type(float))
-        self.frame_rot = jnp.asarray(frame_rot, dtype=jnp.result_type(float))
-
-    @property
-    def size(self) -> int:
-        return self.tree.nq
-
-    @property
-    def stop(self) -> int:
-        return self.tree.nq
-
-    def _pose(self, q):
-        q = jnp.asarray(q)
-        pos, R = self.tree.body_frame(q, self.body_id)
-        return pos + R @ self.frame_pos.astype(q.dtype), R @ self.frame_rot.astype(q.dtype)
-
-    def split(self, q):
-        raise TypeError(
-            f"TreeBody {self.name!r}: the pose of a body of a kinematic tree is not a block of "
-            "q; use position(q) and rotation(q)"
-        )
-
-    def coordinate_names(self):
-        raise TypeError(f"TreeBody {self.name!r} has no coordinates of its own")
-
-    def position(self, q):
-        return self._pose(q)[0]
-
-    def rotation(self, q):
-        return self._pose(q)[1]
-
-    def rotate(self, q, X):
-        return self.rotation(q) @ jnp.asarray(X, dtype=jnp.asarray(q).dtype)
-
-    def point(self, q, X):
-        pos, R = self._pose(q)
-        return pos + R @ jnp.asarray(X, dtype=pos.dtype)
-
-    def _rates(self, q, qd):
-        return jax.jvp(self._pose, (jnp.asarray(q),), (jnp.asarray(qd),))
-
-    def velocity(self, q, qd):
-        return self._rates(q, qd)[1][0]
-
-    def angular_velocity(self, q, qd):
-        (_, R), (_, Rd) = self._rates(q, qd)
-        W = Rd @ R.T
-        return 0.5 * jnp.stack([W[2, 1] - W[1, 2], W[0, 2] - W[2, 0], W[1, 0] - W[0, 1]])
-
-    def body_angular_velocity(self, q, qd):
-        return self.rotation(q).T @ self.angular_velocity(q, qd)
-
-    def point_velocity(self, q, qd, X):
-        return jax.jvp(lambda q_: self.point(q_, X), (jnp.asarray(q),), (jnp.asarray(qd),))[1]
-
-    def kinetic_energy(self, q, qd):
-        raise TypeError(
-            f"TreeBody {self.name!r}: the kinetic energy of an imported body is part of the "
-            "MJCFSystem's Lagrangian"
-        )
-
-    def orientation_constraint(self):
-        return None
 
 
 # ----------------------------------------------------------------------------------------
