@@ -448,7 +448,13 @@ WHEEL_XML = """
 def test_wheel_frame_and_shape():
     imported = cx.rigid.from_mjcf(WHEEL_XML)
     body, shape = imported.wheel("tyre")
-    assert isinstance(body, cx.rigid.RigidBody) and isinstance(shape, cx.rigid.Disk)
+    assert isinstance(body, cx.rigid.TreeBody) and isinstance(shape, cx.rigid.Disk)
+    # Both kinds of body share the builders' interface; a TreeBody has no block of q.
+    assert isinstance(body, cx.rigid.AbstractRigidBody)
+    assert isinstance(cx.rigid.RigidBody(1.0, jnp.ones(3)), cx.rigid.AbstractRigidBody)
+    assert not isinstance(body, cx.rigid.RigidBody)
+    for method in ("split", "coordinate_names", "kinetic_energy"):
+        assert not hasattr(body, method)
     assert shape.radius == pytest.approx(0.1)
     q, qd = imported.initial_state()
     np.testing.assert_allclose(body.position(q), [0.1, 0.0, 0.2], atol=1e-15)
@@ -463,6 +469,20 @@ def test_wheel_frame_and_shape():
         imported.wheel("tire")
     with pytest.raises(cx.rigid.MJCFError, match="geom 'chassis' is a box"):
         imported.wheel("chassis")
+
+
+def test_twist_rows_refuse_a_tree_body_naming_it():
+    """`twist_rows` maps twists into the body's own block of q, which a TreeBody lacks: a
+    TypeError names the body and says what to use instead."""
+    imported = cx.rigid.from_mjcf(WHEEL_XML)
+    body, shape = imported.wheel("tyre")
+    q, _ = imported.initial_state()
+    with pytest.raises(
+        TypeError,
+        match=r"twist_rows: body 'tyre' is a TreeBody.*needs a cx\.rigid\.RigidBody.*"
+        r"primary_constraint_analysis",
+    ):
+        cx.rigid.twist_rows(body, cx.rigid.rolling_contact(body, shape), 0.0, q)
 
 
 # A branched tree: a free root carrying an arm (ball, then a hinge with `ref` at an offset
@@ -641,6 +661,33 @@ def _xml(body: str = "", extra: str = "", option: str = "") -> str:
 def test_unsupported_elements_raise_naming_them(xml, match):
     with pytest.raises(cx.rigid.MJCFError, match=match):
         cx.rigid.from_mjcf(xml)
+
+
+def test_equality_builders_dispatch_on_mujocos_kinds():
+    """One builder per converted mjtEq kind; a kind without one raises the feature check's
+    words (were the check bypassed)."""
+    from constrax.rigid._mjcf_equalities import (
+        EQUALITY_BUILDERS,
+        connect,
+        equality_constraints,
+        joint,
+        weld,
+    )
+
+    E = mujoco.mjtEq
+    assert EQUALITY_BUILDERS == {
+        int(E.mjEQ_CONNECT): connect,
+        int(E.mjEQ_WELD): weld,
+        int(E.mjEQ_JOINT): joint,
+    }
+    m = mujoco.MjModel.from_xml_string(
+        _xml(
+            extra='<tendon><fixed name="t"><joint joint="j" coef="1"/></fixed></tendon>'
+            '<equality><tendon name="e" tendon1="t"/></equality>'
+        )
+    )
+    with pytest.raises(cx.rigid.MJCFError, match="equality 'e': only connect, weld and joint"):
+        equality_constraints(m, mujoco, tree=None)  # it raises before reading the tree
 
 
 def test_contacts_and_limits_need_an_explicit_choice():

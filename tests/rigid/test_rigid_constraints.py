@@ -209,6 +209,48 @@ def test_contact_builders_reject_bad_points_frames_and_shapes():
         rg.angular_velocity_constraint("body", u)
 
 
+def test_a_body_missing_a_method_of_the_interface_cannot_be_instantiated():
+    """`AbstractRigidBody`'s methods are abstract: a subclass that leaves one out (here
+    `orientation_constraint`) raises at instantiation; one that has them all is accepted
+    by the builders."""
+
+    class Fixed(rg.AbstractRigidBody):
+        name: str = "fixed"
+
+        def position(self, q):
+            return jnp.zeros(3, jnp.asarray(q).dtype)
+
+        def rotation(self, q):
+            return jnp.eye(3, dtype=jnp.asarray(q).dtype)
+
+        def rotate(self, q, X):
+            return jnp.asarray(X, jnp.asarray(q).dtype)
+
+        def point(self, q, X):
+            return jnp.asarray(X, jnp.asarray(q).dtype)
+
+        def velocity(self, q, qd):
+            return jnp.zeros(3, jnp.asarray(q).dtype)
+
+        def angular_velocity(self, q, qd):
+            return jnp.zeros(3, jnp.asarray(q).dtype)
+
+        def body_angular_velocity(self, q, qd):
+            return jnp.zeros(3, jnp.asarray(q).dtype)
+
+    with pytest.raises(TypeError, match="orientation_constraint"):
+        Fixed()
+
+    class Complete(Fixed):
+        def orientation_constraint(self):
+            return None
+
+    body = Complete()
+    row = rg.interconnection(body, jnp.array([1.0, 0.0, 0.0]), None, jnp.zeros(3))
+    np.testing.assert_allclose(row.g(0.0, jnp.zeros(1), None), [1.0, 0.0, 0.0])
+    np.testing.assert_allclose(body.offset_velocity(jnp.zeros(1), jnp.zeros(1), jnp.ones(3)), 0)
+
+
 # ----------------------------------------------------------------------------------------
 # Degeneracy (Briggs 2016, Theorems 4.4-4.6).
 

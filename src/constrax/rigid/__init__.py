@@ -14,6 +14,7 @@ kernels under XLA:CPU than the repeated divisions of `1 / x` or `jnp.sqrt`).
 """
 
 from ._body import (
+    AbstractRigidBody as AbstractRigidBody,
     RigidBody as RigidBody,
     check_inertia as check_inertia,
     check_mass as check_mass,
@@ -51,12 +52,8 @@ from ._friction import (
     viscous_spin_friction as viscous_spin_friction,
 )
 from ._frictional_contact import FrictionalContact as FrictionalContact
-from ._mjcf import (
-    KinematicTree as KinematicTree,
-    MJCFSystem as MJCFSystem,
-    TreeBody as TreeBody,
-    from_mjcf as from_mjcf,
-)
+from ._kinematic_tree import KinematicTree as KinematicTree
+from ._mjcf import MJCFSystem as MJCFSystem, from_mjcf as from_mjcf
 from ._mjcf_checks import MJCFError as MJCFError, MJCFWarning as MJCFWarning
 from ._orientation import (
     AbstractOrientation as AbstractOrientation,
@@ -89,4 +86,5 @@ from ._switching import (
     ContactTrajectory as ContactTrajectory,
     simulate_contacts as simulate_contacts,
 )
+from ._tree_body import TreeBody as TreeBody
 from ._tree_dynamics import TreeDynamics as TreeDynamics

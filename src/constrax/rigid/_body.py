@@ -1,5 +1,6 @@
-r"""`RigidBody`: mass, inertia and where its coordinates sit in $q$; kinetic energy and
-rigid-motion kinematics (Briggs 2016, §2.3).
+r"""`AbstractRigidBody`, what the constraint builders read of a body (its pose and
+velocities at the state), and `RigidBody`: mass, inertia and where its coordinates sit in
+$q$; kinetic energy and rigid-motion kinematics (Briggs 2016, §2.3).
 
 A body's coordinates are the block `q[offset : offset + 3 + k]`: the position $r$ of the
 centre of mass, then $k$ orientation coordinates (`RotationMatrix`, `Quaternion` or
@@ -16,6 +17,8 @@ def L(t, q, qd, p):
         ball.mass * ball.position(q)[2] + arm.mass * arm.position(q)[2])
 ```
 """
+
+import abc
 
 import equinox as eqx
 import jax
@@ -90,7 +93,89 @@ def check_inertia(inertia, who: str = "RigidBody", *, traced: bool = True) -> Ar
     return eqx.error_if(inertia, bad, msg)
 
 
-class RigidBody(eqx.Module):
+class AbstractRigidBody(eqx.Module):
+    r"""A rigid body as the `cx.rigid` constraint builders and friction forces see it: its
+    pose and velocities at the system's state `(q, qd)`, and a name for the rows.
+
+    Concrete bodies: `RigidBody` (its own block of coordinates in $q$) and `TreeBody` (a
+    frame of a kinematic tree imported by `from_mjcf`, placed by forward kinematics). Every
+    builder (`rolling_contact`, `plane_contact`, `no_slip`, `knife_edge`,
+    `interconnection`, the primary velocity constraints, the friction forces,
+    `FrictionalContact`) accepts either; `twist_rows`, which maps twists into the body's own
+    block of $q$, needs a `RigidBody`.
+
+    A material point with body-frame position $X$ is at $x = r + RX$ and moves at
+    $\dot r + \omega\times RX$ (Briggs 2016, eq. 2.3.2), with $r$ the body's reference
+    point (`position`), $R$ its rotation and $\omega$ its spatial angular velocity. A
+    subclass implements the abstract methods below (and the field `name`); the velocities
+    of points and the body's translational velocities follow from them.
+
+    **Example:** `cx.rigid.rolling_contact(body, cx.rigid.Sphere(0.1))` for `body` a
+    `RigidBody` or an `imported.wheel("tyre")[0]`.
+    """
+
+    name: eqx.AbstractVar[str]
+
+    # -- what a body implements -----------------------------------------------------------
+
+    @abc.abstractmethod
+    def position(self, q) -> Float[Array, " 3"]:
+        """The reference point $r$ (a `RigidBody`'s centre of mass)."""
+
+    @abc.abstractmethod
+    def rotation(self, q) -> Float[Array, "3 3"]:
+        """Rotation $R$ (body frame to spatial frame)."""
+
+    @abc.abstractmethod
+    def rotate(self, q, X: Float[ArrayLike, " 3"]) -> Float[Array, " 3"]:
+        """$RX$: the body-frame vector `X` in spatial axes."""
+
+    @abc.abstractmethod
+    def point(self, q, X: Float[ArrayLike, " 3"]) -> Float[Array, " 3"]:
+        r"""Spatial position $x = r + RX$ of the material point `X` (body frame, relative to
+        the reference point)."""
+
+    @abc.abstractmethod
+    def velocity(self, q, qd) -> Float[Array, " 3"]:
+        r"""Velocity $\dot r$ of the reference point."""
+
+    @abc.abstractmethod
+    def angular_velocity(self, q, qd) -> Float[Array, " 3"]:
+        r"""Spatial angular velocity $\omega = (\dot RR^\top)^\vee$."""
+
+    @abc.abstractmethod
+    def body_angular_velocity(self, q, qd) -> Float[Array, " 3"]:
+        r"""Body angular velocity $\Omega = (R^\top\dot R)^\vee$."""
+
+    @abc.abstractmethod
+    def orientation_constraint(self) -> Holonomic | None:
+        """The rows that keep the body's own orientation coordinates on $SO(3)$, or `None`
+        where it has none to keep."""
+
+    # -- what follows from them -----------------------------------------------------------
+
+    def spatial_translational_velocity(self, q, qd) -> Float[Array, " 3"]:
+        r"""$v = \dot r + r\times\omega$ (Briggs 2016, Def. 2.21 (iii))."""
+        return self.velocity(q, qd) + cross(self.position(q), self.angular_velocity(q, qd))
+
+    def body_translational_velocity(self, q, qd) -> Float[Array, " 3"]:
+        r"""$V = R^\top\dot r$ (Briggs 2016, Def. 2.21 (iv))."""
+        return self.rotation(q).T @ self.velocity(q, qd)
+
+    def point_velocity(self, q, qd, X: Float[ArrayLike, " 3"]) -> Float[Array, " 3"]:
+        r"""Velocity $\dot r + \dot R X$ of the material point `X` (body frame); equals
+        $\dot r + \omega\times RX$ on $SO(3)$."""
+        X = check_point(X, "X", jnp.asarray(q).dtype)
+        return jax.jvp(lambda q_: self.point(q_, X), (jnp.asarray(q),), (jnp.asarray(qd),))[1]
+
+    def offset_velocity(self, q, qd, delta: Float[ArrayLike, " 3"]) -> Float[Array, " 3"]:
+        r"""Velocity $\dot r + \omega\times\Delta$ of the material point currently at
+        $r + \Delta$ (`delta` in the spatial frame)."""
+        delta = check_point(delta, "delta", jnp.asarray(q).dtype)
+        return self.velocity(q, qd) + cross(self.angular_velocity(q, qd), delta)
+
+
+class RigidBody(AbstractRigidBody):
     r"""A rigid body: mass $m$, body-frame inertia $I$ about the centre of mass, and the
     layout of its coordinates in $q$.
 
@@ -106,7 +191,9 @@ class RigidBody(eqx.Module):
     - `offset`: index of the body's first coordinate in `q` (static).
     - `name`: label for constraint names (static).
 
-    Bad values raise `ValueError` (or an `eqx.error_if` runtime error under `jit`).
+    Bad values raise `ValueError` (or an `eqx.error_if` runtime error under `jit`). The
+    velocities of material points (`point_velocity`, `offset_velocity`) and the
+    translational velocities are `AbstractRigidBody`'s.
 
     **Example:**
 
@@ -219,31 +306,11 @@ class RigidBody(eqx.Module):
         r"""Body angular velocity $\Omega = (R^\top\dot R)^\vee$ (Briggs 2016, Def. 2.21 (ii))."""
         return self.orientation.body_angular_velocity(self.split(q)[1], self.split(qd)[1])
 
-    def spatial_translational_velocity(self, q, qd) -> Float[Array, " 3"]:
-        r"""$v = \dot r + r\times\omega$ (Briggs 2016, Def. 2.21 (iii))."""
-        return self.velocity(q, qd) + cross(self.position(q), self.angular_velocity(q, qd))
-
-    def body_translational_velocity(self, q, qd) -> Float[Array, " 3"]:
-        r"""$V = R^\top\dot r$ (Briggs 2016, Def. 2.21 (iv))."""
-        return self.rotation(q).T @ self.velocity(q, qd)
-
     def point(self, q, X: Float[ArrayLike, " 3"]) -> Float[Array, " 3"]:
         r"""Spatial position $x = r + RX$ of the material point `X` (body frame, relative to
         the centre of mass)."""
         r, x = self.split(q)
         return r + self.orientation.rotate(x, check_point(X, "X", r.dtype))
-
-    def point_velocity(self, q, qd, X: Float[ArrayLike, " 3"]) -> Float[Array, " 3"]:
-        r"""Velocity $\dot r + \dot R X$ of the material point `X` (body frame); equals
-        $\dot r + \omega\times RX$ on $SO(3)$."""
-        X = check_point(X, "X", jnp.asarray(q).dtype)
-        return jax.jvp(lambda q_: self.point(q_, X), (q,), (qd,))[1]
-
-    def offset_velocity(self, q, qd, delta: Float[ArrayLike, " 3"]) -> Float[Array, " 3"]:
-        r"""Velocity $\dot r + \omega\times\Delta$ of the material point currently at
-        $r + \Delta$ (`delta` in the spatial frame)."""
-        delta = check_point(delta, "delta", jnp.asarray(q).dtype)
-        return self.velocity(q, qd) + cross(self.angular_velocity(q, qd), delta)
 
     # -- dynamics -------------------------------------------------------------------------
 

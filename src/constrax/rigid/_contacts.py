@@ -28,15 +28,18 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .._constraints import AbstractConstraint, Holonomic, Pfaffian
 from .._tolerances import rounding_tolerance
-from ._body import RigidBody, check_point
+from ._body import AbstractRigidBody, check_point
 from ._so3 import cross, safe_rsqrt, safe_sqrt
 
 _FRAMES = ("body", "spatial")
 
 
 def _check_body(body, name="body"):
-    if not isinstance(body, RigidBody):
-        raise TypeError(f"`{name}` must be a cx.rigid.RigidBody, got {type(body).__name__}")
+    if not isinstance(body, AbstractRigidBody):
+        raise TypeError(
+            f"`{name}` must be a cx.rigid.RigidBody or a cx.rigid.TreeBody (an "
+            f"AbstractRigidBody), got {type(body).__name__}"
+        )
 
 
 def _check_frame(frame, name):
@@ -81,9 +84,9 @@ def relative_velocity(body, t, q, qd, delta, support, p, label: str) -> Array:
 
 
 def interconnection(
-    body1: RigidBody,
+    body1: AbstractRigidBody,
     point1: Float[ArrayLike, " 3"],
-    body2: RigidBody | None = None,
+    body2: AbstractRigidBody | None = None,
     point2: Float[ArrayLike, " 3"] = (0.0, 0.0, 0.0),
     *,
     name: str | None = None,
@@ -117,7 +120,7 @@ def interconnection(
 
 
 def angular_velocity_constraint(
-    body: RigidBody,
+    body: AbstractRigidBody,
     axis: Float[ArrayLike, " 3"] | Callable,
     *,
     frame: str = "spatial",
@@ -150,7 +153,7 @@ def angular_velocity_constraint(
 
 
 def translational_velocity_constraint(
-    body: RigidBody,
+    body: AbstractRigidBody,
     point: Float[ArrayLike, " 3"] | Callable,
     direction: Float[ArrayLike, " 3"] | Callable,
     *,
@@ -205,7 +208,7 @@ def translational_velocity_constraint(
 
 
 def knife_edge(
-    body: RigidBody,
+    body: AbstractRigidBody,
     point: Float[ArrayLike, " 3"],
     lateral_axis: Float[ArrayLike, " 3"],
     *,
@@ -339,7 +342,7 @@ def _check_shape(shape):
         )
 
 
-def contact_offset(body: RigidBody, shape, plane: Plane, q, p) -> Float[Array, " 3"]:
+def contact_offset(body: AbstractRigidBody, shape, plane: Plane, q, p) -> Float[Array, " 3"]:
     r"""Spatial offset $\Delta$ from the centre of mass to the lowest point of `shape`."""
     return shape.contact_offset(body, q, plane.normal.astype(q.dtype), p)
 
@@ -369,7 +372,7 @@ def _contact_velocity(body, shape, plane, directions):
 
 
 def plane_contact(
-    body: RigidBody, shape, plane: Plane | None = None, *, name: str | None = None
+    body: AbstractRigidBody, shape, plane: Plane | None = None, *, name: str | None = None
 ) -> Holonomic:
     r"""The lowest point of `shape` lies on `plane`: $n\cdot(r + \Delta(q)) - h = 0$
     (holonomic, one row).
@@ -400,7 +403,7 @@ def plane_contact(
 
 
 def no_slip(
-    body: RigidBody, shape, plane: Plane | None = None, *, name: str | None = None
+    body: AbstractRigidBody, shape, plane: Plane | None = None, *, name: str | None = None
 ) -> Pfaffian:
     r"""No slip in the tangent plane: $t_i\cdot(\dot r + \omega\times\Delta - v_s(t, r + \Delta))
     = 0$, $i = 1, 2$ — two primary translational velocity constraints at the contact point
@@ -416,7 +419,7 @@ def no_slip(
 
 
 def rolling_contact(
-    body: RigidBody, shape, plane: Plane | None = None, *, name: str | None = None
+    body: AbstractRigidBody, shape, plane: Plane | None = None, *, name: str | None = None
 ) -> list[AbstractConstraint]:
     r"""Rolling without slipping of a `Sphere` or `Disk` on a (possibly moving) `Plane`: the
     material contact point moves with the plane, $\dot r + \omega\times\Delta =

@@ -17,7 +17,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int
 from .._constraints import AbstractConstraint
 from .._state import as_float, as_time, check_state, shape_error
 from .._tolerances import rank_rtol
-from ._body import RigidBody
+from ._body import AbstractRigidBody, RigidBody
 from ._so3 import cross
 
 
@@ -135,7 +135,7 @@ def _analyse(rows, n: int, m: int, rtol) -> PrimaryConstraintAnalysis:
 
 
 def twist_rows(
-    body: RigidBody,
+    body: AbstractRigidBody,
     constraints: AbstractConstraint | list[AbstractConstraint],
     t,
     q: Float[Array, " n"],
@@ -149,10 +149,20 @@ def twist_rows(
     this is $(u\times\Delta_j, u)$ with $\Delta_j = -\Delta$, for an
     `angular_velocity_constraint` $(\mu, 0)$ (Briggs 2016, Theorems 4.4–4.6); feed them to
     `twist_analysis`. The body's own orientation rows are projected out by construction
-    (the tangent velocities used satisfy them).
+    (the tangent velocities used satisfy them). The twists move the body's own block of
+    $q$, so `body` must be a `RigidBody`; another `AbstractRigidBody` (a `TreeBody`) raises
+    `TypeError`.
 
     **Example:** `twist_rows(body, [c1, c2], 0.0, q0)`.
     """
+    if not isinstance(body, RigidBody):
+        raise TypeError(
+            f"twist_rows: body {getattr(body, 'name', '?')!r} is a {type(body).__name__}, "
+            "whose pose is not a block of q; twist_rows needs a cx.rigid.RigidBody. For "
+            "another body, give the constraint axes, directions and offsets to "
+            "cx.rigid.primary_constraint_analysis (or angular_rows / translational_rows "
+            "and twist_analysis)"
+        )
     if isinstance(constraints, AbstractConstraint):
         constraints = [constraints]
     q = jnp.asarray(q)

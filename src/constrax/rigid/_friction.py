@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .._custom_types import ForceFn
-from ._body import RigidBody, check_point
+from ._body import AbstractRigidBody, check_point
 from ._contacts import (
     Plane,
     _check_body,
@@ -30,7 +30,7 @@ from ._contacts import (
 
 
 def body_force(
-    body: RigidBody,
+    body: AbstractRigidBody,
     q: Float[Array, " n"],
     *,
     force: Float[Array, " 3"] | None = None,
@@ -74,7 +74,7 @@ def _velocity_load(velocity: Callable, qd, load: Callable) -> Array:
     return pullback(load(v).astype(v.dtype))[0]
 
 
-def _torque_load(body: RigidBody, q, qd, torque: Callable) -> Array:
+def _torque_load(body: AbstractRigidBody, q, qd, torque: Callable) -> Array:
     r"""$Q = (\partial\omega/\partial\dot q)^\top\tau(\omega)$: `_velocity_load` of the
     body's angular velocity."""
     return _velocity_load(lambda v: body.angular_velocity(q, v), qd, torque)
@@ -84,7 +84,7 @@ def _unit(n) -> Array:
     return check_point(n, "normal")
 
 
-def viscous_spin_friction(body: RigidBody, coefficient, normal=(0.0, 0.0, 1.0)) -> ForceFn:
+def viscous_spin_friction(body: AbstractRigidBody, coefficient, normal=(0.0, 0.0, 1.0)) -> ForceFn:
     r"""Viscous drilling (spin) friction about the contact normal, $\tau = -c\,(\omega\cdot n)n$.
 
     **Example:** `viscous_spin_friction(disk, lambda p: p["c_spin"])`.
@@ -100,7 +100,9 @@ def viscous_spin_friction(body: RigidBody, coefficient, normal=(0.0, 0.0, 1.0)) 
     return Q
 
 
-def viscous_rolling_friction(body: RigidBody, coefficient, normal=(0.0, 0.0, 1.0)) -> ForceFn:
+def viscous_rolling_friction(
+    body: AbstractRigidBody, coefficient, normal=(0.0, 0.0, 1.0)
+) -> ForceFn:
     r"""Viscous rolling resistance, a torque against the tangential angular velocity,
     $\tau = -c\,(\omega - (\omega\cdot n)n)$.
 
@@ -118,7 +120,7 @@ def viscous_rolling_friction(body: RigidBody, coefficient, normal=(0.0, 0.0, 1.0
 
 
 def coulomb_spin_friction(
-    body: RigidBody, torque, normal=(0.0, 0.0, 1.0), epsilon: float = 1e-3
+    body: AbstractRigidBody, torque, normal=(0.0, 0.0, 1.0), epsilon: float = 1e-3
 ) -> ForceFn:
     r"""Coulomb (dry) spin friction smoothed at zero spin,
     $\tau = -\tau_0\,s/\sqrt{s^2 + \epsilon^2}\;n$, $s = \omega\cdot n$.
@@ -141,7 +143,7 @@ def coulomb_spin_friction(
 
 
 def coulomb_rolling_friction(
-    body: RigidBody, torque, normal=(0.0, 0.0, 1.0), epsilon: float = 1e-3
+    body: AbstractRigidBody, torque, normal=(0.0, 0.0, 1.0), epsilon: float = 1e-3
 ) -> ForceFn:
     r"""Coulomb (dry) rolling resistance smoothed at zero rolling rate,
     $\tau = -\tau_0\,\omega_t/\sqrt{|\omega_t|^2 + \epsilon^2}$,
@@ -165,7 +167,7 @@ def coulomb_rolling_friction(
 
 
 def sliding_friction(
-    body: RigidBody,
+    body: AbstractRigidBody,
     shape,
     plane: Plane,
     *,

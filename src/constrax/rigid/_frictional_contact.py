@@ -28,7 +28,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._constraints import AbstractConstraint
-from ._body import RigidBody
+from ._body import AbstractRigidBody
 from ._contacts import (
     Disk,
     Plane,
@@ -117,7 +117,7 @@ class FrictionalContact(eqx.Module):
     ```
     """
 
-    body: RigidBody
+    body: AbstractRigidBody
     shape: Sphere | Disk
     plane: Plane
     static_friction: Float[Array, ""] | Callable
@@ -126,7 +126,7 @@ class FrictionalContact(eqx.Module):
 
     def __init__(
         self,
-        body: RigidBody,
+        body: AbstractRigidBody,
         shape: Sphere | Disk,
         plane: Plane | None = None,
         *,

@@ -2,11 +2,9 @@ r"""`from_mjcf`: a `cx.System` from an MJCF model parsed and compiled by MuJoCo.
 
 MuJoCo (the optional `mujoco` package) parses the file and compiles the `MjModel`;
 constrax reads the compiled arrays and never re-implements the format. The kinematic tree
-is rebuilt in JAX exactly as MuJoCo's forward kinematics (`mj_kinematics`): every body is
-placed at `body_pos`/`body_quat` in its parent's frame, then its joints act in order
-(hinge: rotation about `jnt_axis` through `jnt_pos` by $q - q_0$; slide: translation along
-`jnt_axis` by $q - q_0$; ball: rotation by the joint's quaternion about `jnt_pos`; free:
-the body frame is set to the joint's position and quaternion).
+is rebuilt in JAX exactly as MuJoCo's forward kinematics (`KinematicTree`, in
+`_kinematic_tree`); `MJCFSystem.body` and `MJCFSystem.wheel` hand frames of it to the
+constraint builders as `TreeBody` (`_tree_body`).
 
 The Lagrangian is
 $L = \sum_b \tfrac12 m_b|\dot c_b|^2 + \tfrac12\Omega_b^\top I_b\Omega_b
@@ -17,7 +15,8 @@ terms $\tfrac13 k_1\Delta^3 + \tfrac14 k_2\Delta^4$); joint damping and actuator
 generalized force $Q = J^\top(-(d_0 + d_1|v| + d_2v^2)\odot v + \tau_\text{act})$. An
 actuator $i$ of gear $g_i$ on a joint adds $g_i^2$ times its own armature and damping
 coefficients (MuJoCo 4's actuator `armature`, `damping`) to the joint's $a$ and $d$;
-equality constraints are `cx.Holonomic` rows. See `docs/interop/mjcf.md`.
+equality constraints are `cx.Holonomic` rows (`_mjcf_equalities`). See
+`docs/interop/mjcf.md`.
 """
 
 from collections.abc import Callable
@@ -32,8 +31,8 @@ from jaxtyping import Array, ArrayLike, Float
 from .._constraints import AbstractConstraint, Holonomic
 from .._system import System
 from .._terms import mass_matrix
-from ._body import RigidBody
 from ._contacts import Disk, Sphere, body_constraints
+from ._kinematic_tree import KinematicTree, _mm
 from ._mjcf_checks import (
     _BALL,
     _FREE,
@@ -44,295 +43,22 @@ from ._mjcf_checks import (
     check_supported,
     fixed_tendon_wraps,
 )
-from ._orientation import Quaternion
-from ._so3 import quaternion_multiply, quaternion_to_rotation
+from ._mjcf_equalities import equality_constraints
+from ._so3 import quaternion_to_rotation
+from ._tree_body import TreeBody
 from ._tree_dynamics import TreeDynamics, actuator_reflected, dof_armature
-
-_QUATERNION = Quaternion()
-
 
 # ----------------------------------------------------------------------------------------
 # Small helpers.
-
-
-def _unit_quaternion_body_rate(x, xd):
-    r"""$\Omega = 2\operatorname{vec}(\bar x\otimes\dot x)/|x|^2$ (MuJoCo's ball/free `qvel`)."""
-    return _QUATERNION.body_angular_velocity(x, xd)
-
-
-def _quaternion_rate(x, omega):
-    r"""$\dot x = \tfrac12 x\otimes(0, \Omega)$ for a unit quaternion $x$."""
-    return 0.5 * quaternion_multiply(x, jnp.concatenate([jnp.zeros(1, x.dtype), omega]))
-
-
-def _mm(A, B):
-    """`A @ B` for (batches of) 3x3 matrices."""
-    return jnp.einsum("...ij,...jk->...ik", A, B)
-
-
-def _mv(A, x):
-    """`A @ x` for (batches of) 3x3 matrices and 3-vectors."""
-    return jnp.einsum("...ij,...j->...i", A, x)
-
-
-def _axis_angle_matrix(axis, angle):
-    """Rotation by `angle` about the unit vector `axis` (Rodrigues)."""
-    K = jnp.array(
-        [[0.0, -axis[2], axis[1]], [axis[2], 0.0, -axis[0]], [-axis[1], axis[0], 0.0]],
-        dtype=axis.dtype,
-    )
-    return jnp.eye(3, dtype=axis.dtype) + jnp.sin(angle) * K + (1.0 - jnp.cos(angle)) * _mm(K, K)
 
 
 def _rotation_np(quat) -> np.ndarray:
     return np.asarray(quaternion_to_rotation(jnp.asarray(quat, dtype=jnp.float64)))
 
 
-def _int(*enums) -> tuple[int, ...]:
-    return tuple(int(e) for e in enums)
-
-
 def _poly(m, field: str, count: int) -> np.ndarray:
     """A `(count, 2)` polynomial coefficient field of MuJoCo 4 (zeros on older MuJoCo)."""
     return np.array(getattr(m, field, np.zeros((count, 2))), dtype=np.float64).reshape(count, 2)
-
-
-# ----------------------------------------------------------------------------------------
-# The kinematic tree.
-
-
-class KinematicTree(eqx.Module):
-    r"""The kinematic tree of an MJCF model: MuJoCo's forward kinematics in JAX.
-
-    Geometry (body placements, joint anchors and axes, reference positions `qpos0`,
-    centre-of-mass offsets and principal frames) is fixed at import; the structure (parents,
-    joint types and addresses, and `actuator_dofs`: the degree of freedom each actuator's
-    joint transmission drives) is static.
-
-    **Example:** `xpos, xmat = tree.frames(q)`: every body frame's origin `(nbody, 3)` and
-    rotation `(nbody, 3, 3)` in the world, as MuJoCo's `data.xpos`, `data.xmat`;
-    `tree.body_frame(q, b)`: body `b`'s alone, `(xpos[b], xmat[b])`.
-    """
-
-    body_pos: Float[Array, "nbody 3"]
-    body_rot: Float[Array, "nbody 3 3"]
-    body_ipos: Float[Array, "nbody 3"]
-    body_irot: Float[Array, "nbody 3 3"]
-    jnt_pos: Float[Array, "njnt 3"]
-    jnt_axis: Float[Array, "njnt 3"]
-    qpos0: Float[Array, " nq"]
-    parent: tuple[int, ...] = eqx.field(static=True)
-    body_joints: tuple[tuple[tuple[int, int, int], ...], ...] = eqx.field(static=True)
-    joints: tuple[tuple[int, int, int], ...] = eqx.field(static=True)  # (type, qadr, vadr)
-    nq: int = eqx.field(static=True)
-    nv: int = eqx.field(static=True)
-    # The dof (index in `qvel`) that each actuator's joint transmission drives: where its
-    # reflected armature and damping act (MuJoCo 4's `actuator_armature`, `actuator_damping`).
-    actuator_dofs: tuple[int, ...] = eqx.field(static=True, default=())
-
-    def _place(self, q, b: int, pos, R):
-        """Body `b`'s frame from its parent's `(pos, R)`: the fixed placement, then the body's
-        joints in order (one step of MuJoCo's `mj_kinematics`)."""
-        dtype = q.dtype
-        pos = pos + _mv(R, self.body_pos[b].astype(dtype))
-        R = _mm(R, self.body_rot[b].astype(dtype))
-        for typ, j, a in self.body_joints[b]:
-            if typ == _FREE:
-                pos = q[a : a + 3]
-                R = quaternion_to_rotation(q[a + 3 : a + 7])
-            elif typ == _SLIDE:
-                axis = self.jnt_axis[j].astype(dtype)
-                pos = pos + _mv(R, axis) * (q[a] - self.qpos0[a])
-            else:
-                anchor = self.jnt_pos[j].astype(dtype)
-                world_anchor = pos + _mv(R, anchor)
-                if typ == _BALL:
-                    R = _mm(R, quaternion_to_rotation(q[a : a + 4]))
-                else:
-                    angle = q[a] - self.qpos0[a]
-                    R = _mm(R, _axis_angle_matrix(self.jnt_axis[j].astype(dtype), angle))
-                pos = world_anchor - _mv(R, anchor)
-        return pos, R
-
-    def frames(self, q: Float[Array, " nq"]) -> tuple[Float[Array, "nbody 3"], Array]:
-        """Body frames `(xpos, xmat)` at the coordinates `q` (MuJoCo's `mj_kinematics`)."""
-        dtype = q.dtype
-        xpos = [jnp.zeros(3, dtype)]
-        xmat = [jnp.eye(3, dtype=dtype)]
-        for b in range(1, len(self.parent)):
-            pos, R = self._place(q, b, xpos[self.parent[b]], xmat[self.parent[b]])
-            xpos.append(pos)
-            xmat.append(R)
-        return jnp.stack(xpos), jnp.stack(xmat)
-
-    def body_frame(
-        self, q: Float[Array, " nq"], body: int
-    ) -> tuple[Float[Array, " 3"], Float[Array, "3 3"]]:
-        r"""The frame `(xpos[body], xmat[body])` of one body, placed along the chain of its
-        ancestors only: $X_b = X_{b_1}\circ X_{b_2}\circ\dots\circ X_{b_k}$ for the path
-        $b_1, \dots, b_k = b$ from the world, $X_{b_i}$ each body's placement in its parent
-        followed by its joints. The same arithmetic as `frames`, traced for the bodies on
-        that chain only, so that a constraint row on one body (a `TreeBody`, an equality
-        row) costs what the body's depth costs, not what the whole tree does.
-
-        **Example:** `pos, R = tree.body_frame(q, 2)`.
-        """
-        chain, b = [], int(body)
-        if not 0 <= b < len(self.parent):
-            raise ValueError(f"`body` must be a body id in [0, {len(self.parent)}), got {body}")
-        while b != 0:
-            chain.append(b)
-            b = self.parent[b]
-        pos, R = jnp.zeros(3, q.dtype), jnp.eye(3, dtype=q.dtype)
-        for b in reversed(chain):
-            pos, R = self._place(q, b, pos, R)
-        return pos, R
-
-    def inertial_frames(self, q):
-        """Centres of mass `(nbody, 3)` and principal frames `(nbody, 3, 3)` in the world."""
-        xpos, xmat = self.frames(q)
-        com = xpos + _mv(xmat, self.body_ipos.astype(q.dtype))
-        return com, _mm(xmat, self.body_irot.astype(q.dtype))
-
-    def qvel(self, q: Float[Array, " nq"], qd: Float[Array, " nq"]) -> Float[Array, " nv"]:
-        r"""MuJoCo's `qvel` from $(q, \dot q)$: hinge/slide rates as they are; a ball
-        joint's $\Omega = 2\operatorname{vec}(\bar x\otimes\dot x)/|x|^2$ (the child's angular
-        velocity relative to its parent, in the child's frame); a free joint's
-        $(\dot p, \Omega)$ (origin velocity in the world, angular velocity in the body
-        frame). Linear in `qd`."""
-        parts = []
-        for typ, a, _ in self.joints:
-            if typ == _FREE:
-                parts += [
-                    qd[a : a + 3],
-                    _unit_quaternion_body_rate(q[a + 3 : a + 7], qd[a + 3 : a + 7]),
-                ]
-            elif typ == _BALL:
-                parts.append(_unit_quaternion_body_rate(q[a : a + 4], qd[a : a + 4]))
-            else:
-                parts.append(qd[a : a + 1])
-        if not parts:
-            return jnp.zeros(0, q.dtype)
-        return jnp.concatenate(parts)
-
-    def qd_from_qvel(self, q, qvel):
-        r"""The inverse map on unit quaternions: $\dot x = \tfrac12 x\otimes(0, \Omega)$."""
-        out = jnp.zeros(self.nq, dtype=q.dtype)
-        for typ, a, v in self.joints:
-            if typ == _FREE:
-                out = out.at[a : a + 3].set(qvel[v : v + 3])
-                rate = _quaternion_rate(q[a + 3 : a + 7], qvel[v + 3 : v + 6])
-                out = out.at[a + 3 : a + 7].set(rate)
-            elif typ == _BALL:
-                out = out.at[a : a + 4].set(_quaternion_rate(q[a : a + 4], qvel[v : v + 3]))
-            else:
-                out = out.at[a].set(qvel[v])
-        return out
-
-    def quaternion_slices(self) -> tuple[tuple[int, int], ...]:
-        """`(start, stop)` of every quaternion block in `q` (ball and free joints)."""
-        out = []
-        for typ, a, _ in self.joints:
-            if typ == _FREE:
-                out.append((a + 3, a + 7))
-            elif typ == _BALL:
-                out.append((a, a + 4))
-        return tuple(out)
-
-
-# ----------------------------------------------------------------------------------------
-# A frame of the tree seen as a rigid body by the constraint builders.
-
-
-class TreeBody(RigidBody):
-    r"""A frame fixed in one body of an imported kinematic tree, presented to the
-    `cx.rigid` constraint builders (`rolling_contact`, `no_slip`, `plane_contact`,
-    `interconnection`, friction forces...) as a `cx.rigid.RigidBody`.
-
-    `position(q)` is the frame's origin (for a wheel: the centre of its geom), `rotation(q)`
-    its orientation, both by forward kinematics of the tree; velocities follow by one
-    `jax.jvp`. `mass` and `inertia` are those of the MuJoCo body, for reference only: the
-    imported Lagrangian already holds the body's inertia.
-
-    Get one from `MJCFSystem.body(name)` or `MJCFSystem.wheel(geom_name)`.
-    """
-
-    tree: KinematicTree
-    body_id: int = eqx.field(static=True)
-    frame_pos: Float[Array, " 3"]
-    frame_rot: Float[Array, "3 3"]
-
-    def __init__(self, tree, body_id, frame_pos, frame_rot, mass, inertia, name):
-        self.mass = jnp.asarray(mass, dtype=jnp.result_type(float))
-        self.inertia = jnp.asarray(inertia, dtype=jnp.result_type(float))
-        self.orientation = _QUATERNION
-        self.offset = 0
-        self.name = name
-        self.tree = tree
-        self.body_id = int(body_id)
-        self.frame_pos = jnp.asarray(frame_pos, dtype=jnp.result_type(float))
-        self.frame_rot = jnp.asarray(frame_rot, dtype=jnp.result_type(float))
-
-    @property
-    def size(self) -> int:
-        return self.tree.nq
-
-    @property
-    def stop(self) -> int:
-        return self.tree.nq
-
-    def _pose(self, q):
-        q = jnp.asarray(q)
-        pos, R = self.tree.body_frame(q, self.body_id)
-        return pos + R @ self.frame_pos.astype(q.dtype), R @ self.frame_rot.astype(q.dtype)
-
-    def split(self, q):
-        raise TypeError(
-            f"TreeBody {self.name!r}: the pose of a body of a kinematic tree is not a block of "
-            "q; use position(q) and rotation(q)"
-        )
-
-    def coordinate_names(self):
-        raise TypeError(f"TreeBody {self.name!r} has no coordinates of its own")
-
-    def position(self, q):
-        return self._pose(q)[0]
-
-    def rotation(self, q):
-        return self._pose(q)[1]
-
-    def rotate(self, q, X):
-        return self.rotation(q) @ jnp.asarray(X, dtype=jnp.asarray(q).dtype)
-
-    def point(self, q, X):
-        pos, R = self._pose(q)
-        return pos + R @ jnp.asarray(X, dtype=pos.dtype)
-
-    def _rates(self, q, qd):
-        return jax.jvp(self._pose, (jnp.asarray(q),), (jnp.asarray(qd),))
-
-    def velocity(self, q, qd):
-        return self._rates(q, qd)[1][0]
-
-    def angular_velocity(self, q, qd):
-        (_, R), (_, Rd) = self._rates(q, qd)
-        W = Rd @ R.T
-        return 0.5 * jnp.stack([W[2, 1] - W[1, 2], W[0, 2] - W[2, 0], W[1, 0] - W[0, 1]])
-
-    def body_angular_velocity(self, q, qd):
-        return self.rotation(q).T @ self.angular_velocity(q, qd)
-
-    def point_velocity(self, q, qd, X):
-        return jax.jvp(lambda q_: self.point(q_, X), (jnp.asarray(q),), (jnp.asarray(qd),))[1]
-
-    def kinetic_energy(self, q, qd):
-        raise TypeError(
-            f"TreeBody {self.name!r}: the kinetic energy of an imported body is part of the "
-            "MJCFSystem's Lagrangian"
-        )
-
-    def orientation_constraint(self):
-        return None
 
 
 # ----------------------------------------------------------------------------------------
@@ -571,71 +297,6 @@ def _load(source, mujoco):
         "from_mjcf: `source` must be a path to an MJCF file, an MJCF XML string or a "
         f"mujoco.MjModel, got {type(source).__name__}"
     )
-
-
-def _equality_constraints(m, mujoco, tree) -> list[AbstractConstraint]:
-    D = mujoco.mjtDisableBit
-    if m.opt.disableflags & (int(D.mjDSBL_EQUALITY) | int(D.mjDSBL_CONSTRAINT)):
-        return []
-    E = mujoco.mjtEq
-    out = []
-    for e in range(m.neq):
-        if not m.eq_active0[e]:
-            continue
-        label = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_EQUALITY, e) or f"equality{e}"
-        data = np.array(m.eq_data[e], dtype=np.float64)
-        typ = int(m.eq_type[e])
-        if typ in _int(E.mjEQ_CONNECT, E.mjEQ_WELD):
-            if int(m.eq_objtype[e]) == int(mujoco.mjtObj.mjOBJ_SITE):  # connect between two sites
-                s1, s2 = int(m.eq_obj1id[e]), int(m.eq_obj2id[e])
-                b1, b2 = int(m.site_bodyid[s1]), int(m.site_bodyid[s2])
-                a1, a2 = np.array(m.site_pos[s1]), np.array(m.site_pos[s2])
-            else:
-                b1, b2 = int(m.eq_obj1id[e]), int(m.eq_obj2id[e])
-                if typ == int(E.mjEQ_CONNECT):
-                    a1, a2 = data[0:3], data[3:6]
-                else:  # MuJoCo: body1's point is relpose[0:3], body2's is the anchor.
-                    a1, a2 = data[3:6], data[0:3]
-            a1, a2 = jnp.asarray(a1), jnp.asarray(a2)
-            if typ == int(E.mjEQ_CONNECT):
-
-                def g(t, q, p, b1=b1, b2=b2, a1=a1, a2=a2):
-                    (x1, R1), (x2, R2) = tree.body_frame(q, b1), tree.body_frame(q, b2)
-                    return x1 + R1 @ a1 - x2 - R2 @ a2
-
-                out.append(Holonomic(g, name=f"{label}.connect"))
-            else:
-                rel = jnp.asarray(data[6:10])
-
-                def g(t, q, p, b1=b1, b2=b2, a1=a1, a2=a2, rel=rel):
-                    (x1, R1), (x2, R2) = tree.body_frame(q, b1), tree.body_frame(q, b2)
-                    dpos = x1 + R1 @ a1 - x2 - R2 @ a2
-                    # MuJoCo's orientation error vec(conj(q2) * q1 * relpose) (up to the sign
-                    # of the quaternion), from the rotation E = R2^T R1 Rrel:
-                    # vec = (E - E^T)^vee / (2 sqrt(1 + tr E)), zero iff E = I (|angle| < pi).
-                    E = R2.T @ R1 @ quaternion_to_rotation(rel.astype(q.dtype))
-                    skew = jnp.stack([E[2, 1] - E[1, 2], E[0, 2] - E[2, 0], E[1, 0] - E[0, 1]])
-                    vec = 0.5 * skew / jnp.sqrt(1.0 + jnp.trace(E))
-                    return jnp.concatenate([dpos, vec])
-
-                out.append(Holonomic(g, name=f"{label}.weld"))
-        else:
-            j1, j2 = int(m.eq_obj1id[e]), int(m.eq_obj2id[e])
-            a1 = int(m.jnt_qposadr[j1])
-            a2 = int(m.jnt_qposadr[j2]) if j2 >= 0 else -1
-            ref1 = float(m.qpos0[a1])
-            ref2 = float(m.qpos0[a2]) if j2 >= 0 else 0.0
-            coef = jnp.asarray(data[0:5])
-
-            def g(t, q, p, a1=a1, a2=a2, ref1=ref1, ref2=ref2, coef=coef):
-                if a2 < 0:
-                    return jnp.atleast_1d(q[a1] - ref1 - coef[0])
-                d = q[a2] - ref2
-                poly = coef[0] + d * (coef[1] + d * (coef[2] + d * (coef[3] + d * coef[4])))
-                return jnp.atleast_1d(q[a1] - ref1 - poly)
-
-            out.append(Holonomic(g, name=f"{label}.joint"))
-    return out
 
 
 def from_mjcf(
@@ -881,7 +542,7 @@ def from_mjcf(
                 return jnp.atleast_1d(x @ x - 1.0)
 
             constraints.append(Holonomic(norm, name=f"{jn}.orientation"))
-    constraints += _equality_constraints(m, mujoco, tree)
+    constraints += equality_constraints(m, mujoco, tree)
     # The Euler–Lagrange terms of `lagrangian` by the tree recursions (composite rigid body,
     # recursive Newton–Euler): the same model, traced and evaluated at a cost that grows like
     # the tree, not like nested autodiff of its unrolled kinematics.

@@ -15,6 +15,8 @@ _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
 _JOINT_NAMES = {_FREE: "free", _BALL: "ball", _SLIDE: "slide", _HINGE: "hinge"}
 IGNORABLE = ("contacts", "limits", "frictionloss")
 _HINT = "; pass ignore=({!r},) to drop them (documented in docs/interop/mjcf.md)"
+# The one wording of an equality kind that `_mjcf_equalities.EQUALITY_BUILDERS` lacks.
+UNSUPPORTED_EQUALITY = "only connect, weld and joint equality constraints are converted"
 
 
 class MJCFError(ValueError):
@@ -244,9 +246,7 @@ def _equalities(M: _Model) -> list[str]:
         equality = M.name(M.O.mjOBJ_EQUALITY, e, "equality")
         typ = int(m.eq_type[e])
         if typ not in (int(E.mjEQ_CONNECT), int(E.mjEQ_WELD), int(E.mjEQ_JOINT)):
-            out.append(
-                f"{equality}: only connect, weld and joint equality constraints are converted"
-            )
+            out.append(f"{equality}: {UNSUPPORTED_EQUALITY}")
         elif typ == int(E.mjEQ_WELD) and int(m.eq_objtype[e]) != int(M.O.mjOBJ_BODY):
             out.append(f"{equality}: a weld between sites is not converted (body1/body2 is)")
         elif typ == int(E.mjEQ_JOINT) and any(
