@@ -211,7 +211,9 @@ def test_tutorial_checker_names_what_is_missing():
 
 
 @pytest.mark.slow
-def test_executed_site_shows_every_tutorials_outputs_and_figures(tmp_path):
+def test_executed_site_shows_every_tutorials_outputs_and_figures(
+    tmp_path, subprocess_xla_flags, monkeypatch
+):
     """The published build executes the tutorials (mkdocs.yml; the notebooks are committed
     without outputs): every tutorial page shows its outputs and at least one figure, and
     a failing cell fails the build (`allow_errors: false`). The default suite's build
@@ -220,6 +222,7 @@ def test_executed_site_shows_every_tutorials_outputs_and_figures(tmp_path):
     pytest.importorskip("mkdocstrings_handlers.python")
     pytest.importorskip("mkdocs_jupyter")
     site = tmp_path / "site"
+    monkeypatch.setenv("XLA_FLAGS", subprocess_xla_flags)  # the notebooks' kernels inherit it
     result = _mkdocs_build(ROOT / "mkdocs.yml", site, execute=True)
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
     notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))

@@ -18,19 +18,16 @@ import pytest
 
 from constrax.showcase import SECTIONS, main, write_summary
 
-# The quick runs are short, so XLA's compile time dominates: compile with fewer LLVM passes.
-FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
-
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
+def quick_run(tmp_path_factory, subprocess_xla_flags):
     out = tmp_path_factory.mktemp("showcase")
     env = dict(
         os.environ,
         JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"),
         CONSTRAX_NO_PROGRESS="1",
         MPLBACKEND="Agg",
-        XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " " + FAST_COMPILE).strip(),
+        XLA_FLAGS=subprocess_xla_flags,
     )
     if jax.config.jax_compilation_cache_dir:  # share conftest's persistent compile cache
         env["JAX_COMPILATION_CACHE_DIR"] = jax.config.jax_compilation_cache_dir
