@@ -10,8 +10,12 @@ import os
 # CPU backend; inherited by the subprocesses tests start (notebooks, docs build,
 # benchmarks). CONSTRAX_TEST_FAST_COMPILE=0 tests XLA's default pipeline instead.
 FAST_COMPILE = "--xla_cpu_use_fusion_emitters=false --xla_llvm_disable_expensive_passes=true"
+# The user's own flags: a pytest-xdist worker inherits the controller's, FAST_COMPILE added.
+_USER_XLA_FLAGS = " ".join(
+    f for f in os.environ.get("XLA_FLAGS", "").split() if f not in FAST_COMPILE.split()
+)
 if os.environ.get("CONSTRAX_TEST_FAST_COMPILE", "1") != "0":
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()
+    os.environ["XLA_FLAGS"] = f"{_USER_XLA_FLAGS} {FAST_COMPILE}".strip()
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
@@ -31,10 +35,10 @@ def subprocess_xla_flags() -> str:
     """`XLA_FLAGS` for the short scripts tests run in a subprocess (the showcase, the
     notebooks), where compile time is nearly all: XLA's optimisation level 0 and no expensive
     LLVM passes, with XLA's default emitters (level 0 together with the LLVM IR emitters
-    makes `cx.rigid.simulate_contacts` miss a friction switch, see FAST_COMPILE above)."""
-    inherited = os.environ.get("XLA_FLAGS", "").replace("--xla_cpu_use_fusion_emitters=false", "")
+    makes `cx.rigid.simulate_contacts` miss a friction switch, see FAST_COMPILE above): the
+    user's own `XLA_FLAGS`, without FAST_COMPILE, and those two."""
     quick = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
-    return f"{inherited} {quick}".strip()
+    return f"{_USER_XLA_FLAGS} {quick}".strip()
 
 
 @pytest.fixture

@@ -31,7 +31,8 @@ def test_notebooks_exist_and_have_no_outputs():
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_executes(path, tmp_path, subprocess_xla_flags):
-    if all(importlib.util.find_spec(m) for m in ("mkdocs", "mkdocstrings", "mkdocs_jupyter")):
+    docs_build = ("mkdocs", "mkdocstrings_handlers", "mkdocs_jupyter")
+    if all(importlib.util.find_spec(m) for m in docs_build):
         pytest.skip(
             "executed, with every cell's errors failing it, by the docs build of "
             "tests/test_docs.py::test_executed_site_shows_every_tutorials_outputs_and_figures"
