@@ -1,15 +1,17 @@
 import os
 
 # Compile with XLA's LLVM IR emitters (what constrax's own eager calls use, see
-# `constrax._compilation`) and without LLVM's expensive passes. The tests compile hundreds of
-# programs and run most of them for milliseconds, so compile time is most of the suite's
-# time: 17 % less this way, measured on a 2-core CPU. Neither flag enables fast-math; the
-# arithmetic is IEEE either way. (Adding `--xla_backend_optimization_level=0` would save 39 %,
-# but with it `cx.rigid.simulate_contacts` misses the static-friction switch of
-# tests/rigid/test_frictional_contact.py's pushed ball: not used.) Set before JAX starts its
-# CPU backend; inherited by the subprocesses tests start (notebooks, docs build,
-# benchmarks). CONSTRAX_TEST_FAST_COMPILE=0 tests XLA's default pipeline instead.
-FAST_COMPILE = "--xla_cpu_use_fusion_emitters=false --xla_llvm_disable_expensive_passes=true"
+# `constrax._compilation`), at XLA's optimisation level 0 and without LLVM's expensive passes.
+# The tests compile hundreds of programs and run most of them for milliseconds, so compile
+# time is most of the suite's time: 39 % less this way than with XLA's default pipeline,
+# measured on a 2-core CPU. None of the flags enables fast-math; the arithmetic is IEEE
+# either way. Set before JAX starts its CPU backend; inherited by the subprocesses tests
+# start (notebooks, docs build, benchmarks). CONSTRAX_TEST_FAST_COMPILE=0 tests XLA's
+# default pipeline instead.
+FAST_COMPILE = (
+    "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
+    " --xla_llvm_disable_expensive_passes=true"
+)
 # The user's own flags: a pytest-xdist worker inherits the controller's, FAST_COMPILE added.
 _USER_XLA_FLAGS = " ".join(
     f for f in os.environ.get("XLA_FLAGS", "").split() if f not in FAST_COMPILE.split()
@@ -33,12 +35,10 @@ jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 @pytest.fixture(scope="session")
 def subprocess_xla_flags() -> str:
     """`XLA_FLAGS` for the short scripts tests run in a subprocess (the showcase, the
-    notebooks), where compile time is nearly all: XLA's optimisation level 0 and no expensive
-    LLVM passes, with XLA's default emitters (level 0 together with the LLVM IR emitters
-    makes `cx.rigid.simulate_contacts` miss a friction switch, see FAST_COMPILE above): the
-    user's own `XLA_FLAGS`, without FAST_COMPILE, and those two."""
-    quick = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
-    return f"{_USER_XLA_FLAGS} {quick}".strip()
+    notebooks, the executed docs build), where compile time is nearly all: the user's own
+    `XLA_FLAGS` and FAST_COMPILE, also where CONSTRAX_TEST_FAST_COMPILE=0 (which is about the
+    programs the tests compile themselves)."""
+    return f"{_USER_XLA_FLAGS} {FAST_COMPILE}".strip()
 
 
 @pytest.fixture

@@ -83,6 +83,19 @@ def _norm(v) -> Array:
     return safe_sqrt(jnp.sum(v * v, axis=-1))
 
 
+def _smallest(x: Array) -> Array:
+    """The smallest entry of `x`, differentiated through the entry that attains it.
+
+    Not `jnp.min`: its derivative averages the tangents of the entries equal to the minimum,
+    an equality XLA may test on values it recomputed in two fusions, differently rounded;
+    where the two tests disagree it divides by a zero count, and the event's Newton root
+    find, given an infinite derivative, stops at the end of the step instead of at the
+    switch (seen at XLA's optimisation level 0 on CPU). An index has no such test.
+    """
+    x = jnp.ravel(x)
+    return x[jnp.argmin(x)]
+
+
 def _combos(n: int) -> list[tuple[int, ...]]:
     """Every assignment of modes to `n` contacts; combo `i` gives contact `j` mode bit `j`."""
     return [tuple((i >> j) & 1 for j in range(n)) for i in range(2**n)]
@@ -332,7 +345,7 @@ def _run(
     def cond(t, y, args, **kwargs):
         p_, modes, anchors = args
         ev = model.evaluate(modes, t, y[0], y[1], p_, anchors)
-        return jnp.min(model.conditions(modes, ev, anchors, p_))
+        return _smallest(model.conditions(modes, ev, anchors, p_))
 
     event = diffrax.Event(cond, root_finder=root_finder, direction=False)
     term = diffrax.ODETerm(field)
