@@ -4,10 +4,10 @@ import os
 # `constrax._compilation`), at XLA's optimisation level 0 and without LLVM's expensive passes.
 # The tests compile hundreds of programs and run most of them for milliseconds, so compile
 # time is most of the suite's time: 39 % less this way than with XLA's default pipeline,
-# measured on a 2-core CPU. None of the flags enables fast-math; the arithmetic is IEEE
-# either way. Set before JAX starts its CPU backend; inherited by the subprocesses tests
-# start (notebooks, docs build, benchmarks). CONSTRAX_TEST_FAST_COMPILE=0 tests XLA's
-# default pipeline instead.
+# measured on 55 of the tests on a 2-core CPU (docs/getting-started.md). None of the flags
+# enables fast-math; the arithmetic is IEEE either way. Set before JAX starts its CPU
+# backend; inherited by the subprocesses tests start (notebooks, docs build, benchmarks).
+# CONSTRAX_TEST_FAST_COMPILE=0 tests XLA's default pipeline instead.
 FAST_COMPILE = (
     "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
     " --xla_llvm_disable_expensive_passes=true"
