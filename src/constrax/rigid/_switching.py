@@ -177,6 +177,12 @@ class _Model(eqx.Module):
         branches = [(lambda c: lambda *a: self.evaluate_combo(c, *a))(combo) for combo in combos]
         return jax.lax.switch(index, branches, t, q, qd, p, anchors)
 
+    def event_value(self, modes, t, q, qd, p, anchors) -> Array:
+        r"""The event function of a segment, $\min_i\min(\phi_i, N_i)$ (module docstring);
+        its time derivative is what the root find's Newton steps divide by."""
+        ev = self.evaluate(modes, t, q, qd, p, anchors)
+        return _smallest(self.conditions(modes, ev, anchors, p))
+
     def static_friction(self, p) -> Array:
         return jnp.stack([c.coefficients(p)[0] for c in self.contacts])
 
@@ -344,8 +350,7 @@ def _run(
 
     def cond(t, y, args, **kwargs):
         p_, modes, anchors = args
-        ev = model.evaluate(modes, t, y[0], y[1], p_, anchors)
-        return _smallest(model.conditions(modes, ev, anchors, p_))
+        return model.event_value(modes, t, y[0], y[1], p_, anchors)
 
     event = diffrax.Event(cond, root_finder=root_finder, direction=False)
     term = diffrax.ODETerm(field)
