@@ -3,8 +3,8 @@ import os
 # Compile with XLA's LLVM IR emitters (what constrax's own eager calls use, see
 # `constrax._compilation`), at XLA's optimisation level 0 and without LLVM's expensive passes.
 # The tests compile hundreds of programs and run most of them for milliseconds, so compile
-# time is most of the suite's time: 39 % less this way than with XLA's default pipeline,
-# measured on 55 of the tests on a 2-core CPU (docs/getting-started.md). None of the flags
+# time is most of the suite's time: 42 % less this way than with XLA's default pipeline,
+# measured on 55 of the tests on a 2-core CPU (benchmarks/suite_flags.py). None of the flags
 # enables fast-math; the arithmetic is IEEE either way. Set before JAX starts its CPU
 # backend; inherited by the subprocesses tests start (notebooks, docs build, benchmarks).
 # CONSTRAX_TEST_FAST_COMPILE=0 tests XLA's default pipeline instead.
