@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run as a script
 
-from benchmarks._report import machine_info, md_table, write_results  # noqa: E402
+from benchmarks._report import loadavg, machine_info, md_table, write_results  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SUBSET = ("tests/test_step_projection.py", "tests/test_vakonomic.py", "tests/rigid/test_mjcf.py")
@@ -62,7 +62,7 @@ def main() -> None:
     for label, flags in SETTINGS.items():
         rows.append(dict(setting=label, xla_flags=flags, **run(flags)))
         print(json.dumps(rows[-1]), flush=True)
-    machine["loadavg_at_end"] = machine_info()["loadavg_at_start"]
+    machine["loadavg_at_end"] = loadavg()
     base = rows[0]["wall_s"]
     table = [
         [r["setting"], f"`{r['xla_flags']}`" if r["xla_flags"] else "—", f"{r['wall_s']:.0f}",

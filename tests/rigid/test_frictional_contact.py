@@ -170,13 +170,13 @@ def test_rolling_margin_of_pushed_ball_falls_at_two_sevenths_of_push_rate():
     event's Newton root find divides by, is that rate under `jit` (simulate_contacts' default
     stabilisation). With `jnp.min` as the event's minimum, XLA at optimisation level 0 (the
     suite's flags) gave -inf at this state, and the run missed its switch."""
-    from constrax.rigid._switching import _Model
+    from constrax.rigid._switching import DEFAULT_STABILISATION, _Model
 
     p = _params(k=20.0, mu_s=0.3, mu_k=0.2)
     v0 = 0.5
     q0, qd0 = _state(p, v0, spin=v0 / float(p["a"]))
     out = _run(p, q0, qd0, "rolling", t1=2.0, throw=False)  # slides from t_s = 1.03
-    model = _Model(SYSTEM, (CONTACT,), cx.Projection(10.0, 0.0))
+    model = _Model(SYSTEM, (CONTACT,), DEFAULT_STABILISATION)
     modes, anchors = jnp.array([0]), jnp.zeros((1, 3))
     t, q, qd = out.ts[10], out.q[10], out.qd[10]  # t = 1, still rolling
     assert float(t) == 1.0 and int(out.modes[10, 0]) == 0
@@ -189,7 +189,7 @@ def test_rolling_margin_of_pushed_ball_falls_at_two_sevenths_of_push_rate():
         return jax.jvp(event, (t, q, qd), (jnp.ones_like(t), q_dot, qdd))
 
     value, rate = value_and_rate(t, q, qd, flow.q_dot, flow.qdd)
-    k, m, mu_s = 20.0, 2.0, 0.3
+    k, m, mu_s = (float(p[x]) for x in ("k", "m", "mu_s"))
     assert float(value) == pytest.approx(mu_s * m * G - 2 * k * float(t) / 7, rel=1e-9)
     assert float(rate) == pytest.approx(-2 * k / 7, rel=1e-9)
 

@@ -48,6 +48,7 @@ import constrax as cx
 from .._guards import attach_check
 from .._initial_state import check_initial_state
 from .._layout import row_layout
+from .._stabilisation import Projection
 from .._tolerances import initial_tolerance as default_initial_tolerance
 from ._frictional_contact import MODES, ROLLING, SLIDING, FrictionalContact, mode_code
 from ._so3 import safe_rsqrt, safe_sqrt
@@ -501,9 +502,13 @@ def _run(
 _run_jit = eqx.filter_jit(_run)
 
 
+DEFAULT_STABILISATION = Projection(alpha=10.0, beta=0.0)
+"""What `stabilisation=` defaults to in `simulate_contacts`."""
+
+
 class _Default:
     def __repr__(self) -> str:
-        return "cx.Projection(alpha=10.0, beta=0.0)"
+        return f"cx.{DEFAULT_STABILISATION!r}"
 
 
 _DEFAULT = _Default()
@@ -722,7 +727,7 @@ def simulate_contacts(
     if not isinstance(max_switches, (int, np.integer)) or max_switches < 0:
         raise ValueError(f"`max_switches` must be a non-negative int, got {max_switches!r}")
     if stabilisation is _DEFAULT:
-        stabilisation = cx.Projection(alpha=10.0, beta=0.0)
+        stabilisation = DEFAULT_STABILISATION
     if isinstance(stabilisation, cx.Projection) and float(stabilisation.beta) != 0.0:
         raise ValueError(
             "simulate_contacts: `stabilisation` must be cx.Projection(alpha, beta=0.0), "
