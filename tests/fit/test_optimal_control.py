@@ -34,6 +34,12 @@ def _knife_force(t, q, qd, p):
     return jnp.stack([u[0] * jnp.cos(th), u[0] * jnp.sin(th), u[1]])
 
 
+def _knife_basis(t, q, p):
+    """The knife edge's rolling directions (quasi-velocities: along the blade, the turn)."""
+    c, s = jnp.cos(q[2]), jnp.sin(q[2])
+    return jnp.array([[c, 0.0], [s, 0.0], [0.0, 1.0]])
+
+
 KNIFE = models.knife_edge()
 KNIFE_SYSTEM = cx.System(KNIFE.system.lagrangian, KNIFE.system.constraints, force=_knife_force)
 
@@ -105,8 +111,13 @@ def _dense(nlp, z, lam, sigma):
 @pytest.mark.slow  # the dense reference Hessian of the whole program compiles for ~1 min
 @pytest.mark.parametrize(
     "transcription",
-    [fit.HermiteSimpson(3), fit.Trapezoidal(3), fit.DirectMultipleShooting(3, 2)],
-    ids=["hermite-simpson", "trapezoidal", "multiple-shooting"],
+    [
+        fit.HermiteSimpson(3),
+        fit.Trapezoidal(3),
+        fit.DirectMultipleShooting(3, 2),
+        fit.Trapezoidal(3, velocity_basis=_knife_basis),
+    ],
+    ids=["hermite-simpson", "trapezoidal", "multiple-shooting", "trapezoidal-quasi-velocities"],
 )
 def test_sparse_jacobian_and_hessian_equal_dense_autodiff_and_finite_differences(transcription):
     """Every branch of the NLP (free final time, an optimised parameter, running and

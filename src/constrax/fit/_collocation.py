@@ -38,6 +38,7 @@ states and of $h f$ at the interval's points.
 
 import abc
 import functools
+from collections.abc import Callable
 
 import equinox as eqx
 import jax
@@ -45,6 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ._coordinates import AbstractStateCoordinates, QuasiVelocities, Velocities
 from ._ocp import OptimalControlProblem
 from ._transcription import (
     AbstractNLP,
@@ -60,19 +62,28 @@ class _AbstractCollocation(AbstractTranscription):
     docstring): the scheme is the NLP class's."""
 
     intervals: eqx.AbstractVar[int]
+    velocity_basis: eqx.AbstractVar[Callable | None]
     exact_hessian = True
     _nlp_class: eqx.AbstractClassVar[type]
 
     def __check_init__(self):
         if not isinstance(self.intervals, int) or self.intervals < 1:
             raise ValueError(f"`intervals` must be a positive int, got {self.intervals!r}")
+        if self.velocity_basis is not None and not callable(self.velocity_basis):
+            raise TypeError(
+                "`velocity_basis` must be a function (t, q, p) -> S (n, k) or None, got "
+                f"{self.velocity_basis!r}"
+            )
 
     def nlp(self, problem: OptimalControlProblem) -> "AbstractCollocationNLP":
         if not isinstance(problem, OptimalControlProblem):
             raise TypeError(
                 f"expected a cx.fit.OptimalControlProblem, got {type(problem).__name__}"
             )
-        return self._nlp_class(problem, self.intervals)
+        if self.velocity_basis is None:
+            return self._nlp_class(problem, self.intervals)
+        coordinates = QuasiVelocities.of(self.velocity_basis, problem)
+        return self._nlp_class(problem, self.intervals, coordinates)
 
 
 def _parts(z: Sizes, midpoints: bool):
@@ -132,6 +143,7 @@ class AbstractCollocationNLP(AbstractNLP):
     `quadrature` (the weights of the interval's points, left node, [midpoint], right node,
     in units of $h$), `defect_names` (one group of $s$ rows each) and `defects`."""
 
+    coordinates: AbstractStateCoordinates = Velocities()
     midpoints: eqx.AbstractClassVar[bool]
     quadrature: eqx.AbstractClassVar[tuple[float, ...]]
     defect_names: eqx.AbstractClassVar[tuple[str, ...]]
@@ -327,7 +339,7 @@ class AbstractCollocationNLP(AbstractNLP):
         at = [f"node {k}"] + ([f"midpoint {k}"] if self.midpoints else [])
         return (
             [f"{name} (interval {k}) {x}" for name in self.defect_names for x in state]
-            + [f"constraint {row} at node {k + 1}" for row in self.problem.manifold_names()]
+            + [f"constraint {row} at node {k + 1}" for row in self.manifold_names()]
             + [f"path_constraint[{j}] at {where}" for where in at for j in range(S.npath)]
         )
 
@@ -335,10 +347,11 @@ class AbstractCollocationNLP(AbstractNLP):
         S = self.sizes
         ts = self.problem.t0 + self.taus() * (float(self.problem.t1) - self.problem.t0)
         tm = 0.5 * (ts[:-1] + ts[1:])
+        pack = lambda t: self.coordinates.pack(self.problem, t, X_at(t), self.problem.params)  # noqa: E731
         if self.midpoints:
-            parts = (X_at(ts), X_at(tm), U_at(ts), U_at(tm))
+            parts = (pack(ts), pack(tm), U_at(ts), U_at(tm))
         else:
-            parts = (X_at(ts), U_at(ts))
+            parts = (pack(ts), U_at(ts))
         parts += (np.zeros((S.N, S.r)),)
         return np.concatenate(
             [np.ravel(np.asarray(a, np.float64)) for a in parts] + [self.shared_guess()]
@@ -384,10 +397,22 @@ class HermiteSimpson(_AbstractCollocation):
     "Trajectory optimisation"). Fourth order in the state; the control is piecewise
     quadratic (node and midpoint values).
 
+    **Arguments:**
+
+    - `intervals`: number of equal intervals $N$ (default 50).
+    - `velocity_basis`: optional `(t, q, p) -> S (n, k)`, a basis of the kernel of the
+      velocity rows (e.g. the knife edge's $[[\cos\theta, 0], [\sin\theta, 0], [0, 1]]$):
+      the node state is then $(q, v)$ with $\dot q = S v$ (Maggi's quasi-velocities), only
+      the position rows are imposed at the nodes, and the program has the size of a
+      hand-reduced model (docs page "Trajectory optimisation", section
+      "Quasi-velocities"). Checked at the nodes of the guess (the velocity rows vanish on
+      its span, whose dimension is the kernel's) and of the solution.
+
     **Example:** `cx.fit.HermiteSimpson(intervals=50)`
     """
 
     intervals: int = eqx.field(static=True, default=50)
+    velocity_basis: Callable | None = eqx.field(static=True, default=None)
     _nlp_class = HermiteSimpsonNLP
 
 
@@ -400,8 +425,20 @@ class Trapezoidal(_AbstractCollocation):
     derivative entries: cheaper per iteration, less accurate per interval (the
     transcription of CasADi's and opty's classic examples, Kelly 2017, §3).
 
+    **Arguments:**
+
+    - `intervals`: number of equal intervals $N$ (default 50).
+    - `velocity_basis`: optional `(t, q, p) -> S (n, k)`, a basis of the kernel of the
+      velocity rows (e.g. the knife edge's $[[\cos\theta, 0], [\sin\theta, 0], [0, 1]]$):
+      the node state is then $(q, v)$ with $\dot q = S v$ (Maggi's quasi-velocities), only
+      the position rows are imposed at the nodes, and the program has the size of a
+      hand-reduced model (docs page "Trajectory optimisation", section
+      "Quasi-velocities"). Checked at the nodes of the guess (the velocity rows vanish on
+      its span, whose dimension is the kernel's) and of the solution.
+
     **Example:** `cx.fit.Trapezoidal(intervals=100)`
     """
 
     intervals: int = eqx.field(static=True, default=50)
+    velocity_basis: Callable | None = eqx.field(static=True, default=None)
     _nlp_class = TrapezoidalNLP

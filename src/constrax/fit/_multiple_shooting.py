@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ._coordinates import Velocities
 from ._ocp import OptimalControlProblem
 from ._transcription import (
     AbstractNLP,
@@ -104,6 +105,10 @@ class ShootingNLP(AbstractNLP):
 
     steps: int = eqx.field(static=True)
     solver: diffrax.AbstractSolver
+
+    @property
+    def coordinates(self) -> Velocities:
+        return Velocities()
 
     @property
     def layout(self) -> Layout:
@@ -196,7 +201,7 @@ class ShootingNLP(AbstractNLP):
         state, S = self.state_names(), self.sizes
         return (
             [f"continuity (segment {k}) {x}" for x in state]
-            + [f"constraint {row} at node {k + 1}" for row in self.problem.manifold_names()]
+            + [f"constraint {row} at node {k + 1}" for row in self.manifold_names()]
             + [f"path_constraint[{j}] at node {k}" for j in range(S.npath)]
         )
 

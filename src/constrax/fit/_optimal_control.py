@@ -142,7 +142,8 @@ def _sampler(ts, values):
 def _guess(nlp, transcription, guess) -> tuple[np.ndarray, np.ndarray | None]:
     """The starting decision vector (and multipliers, for a warm start)."""
     pr, S = nlp.problem, nlp.sizes
-    n, s, nu = pr.n, S.s, S.nu
+    # Samples of (q, qd[, mu]); the transcription's coordinates are made from them.
+    n, s, nu = pr.n, pr.state_size, S.nu
     pad = lambda X: np.concatenate([X, np.zeros((X.shape[0], s - X.shape[1]))], axis=1)
     if isinstance(guess, OptimalControlSolution):
         if guess.z.shape == (nlp.layout.nz,) and guess.transcription == transcription:
@@ -342,21 +343,27 @@ def _solution(problem, transcription, nlp, res, violation_tolerance) -> OptimalC
     if vz.max(initial=0.0) > 0:
         vn = nlp.variable_names()
         items += [(vz[i], f"bound on {vn[i]}") for i in np.argsort(-vz)[:5] if vz[i] > 0]
-    violated = tuple(f"{name}: {v:.3g}" for v, name in sorted(items, reverse=True)[:5])
     X, shared = (np.asarray(a) for a in nlp.nodes(z))
     U, U_mid = (np.asarray(a) for a in nlp.controls(z))
-    n = problem.n
-    # The constraint rows at the nodes (node 0: fixed and checked at construction, or a
-    # row of the boundary block).
-    manifold = float(np.abs(nlp.manifold_residuals(c)).max(initial=0.0))
-    term = [np.abs(nlp.terminal_residuals(c))]
-    for value, sl in ((problem.q1, slice(0, n)), (problem.qd1, slice(n, 2 * n))):
-        if value is not None:
-            term.append(np.abs(X[-1, sl] - np.asarray(value)))
-    terminal = float(np.concatenate(term).max(initial=0.0))
     t1 = nlp.final_time(jnp.asarray(shared))
     ts = problem.t0 + jnp.asarray(nlp.taus()) * (t1 - problem.t0)
     params = problem.params_at(nlp.parameters(jnp.asarray(shared)), jnp.asarray(U[0]))
+    Q, Qd, Mu = nlp.coordinates.nodes(problem, ts, X, params)
+    # The constraint rows at the nodes (node 0: fixed and checked at construction, or a
+    # row of the boundary block), and those the coordinates hold by construction.
+    manifold = float(np.abs(nlp.manifold_residuals(c)).max(initial=0.0))
+    rows, names = nlp.coordinates.unimposed(problem, ts, Q, Qd, params)
+    if rows.size:
+        manifold = max(manifold, float(np.abs(rows).max()))
+        bad = np.argwhere(np.abs(rows) > violation_tolerance)
+        items += [(abs(rows[k, i]), f"constraint {names[i]} at node {k}") for k, i in bad]
+        worst = max(worst, float(np.abs(rows).max()))
+    violated = tuple(f"{name}: {v:.3g}" for v, name in sorted(items, reverse=True)[:5])
+    term = [np.abs(nlp.terminal_residuals(c))]
+    for value, got in ((problem.q1, Q[-1]), (problem.qd1, Qd[-1])):
+        if value is not None:
+            term.append(np.abs(got - np.asarray(value)))
+    terminal = float(np.concatenate(term).max(initial=0.0))
     success = bool(res.solved and worst <= violation_tolerance and np.isfinite(objective))
     return OptimalControlSolution(
         problem=problem,
@@ -372,9 +379,9 @@ def _solution(problem, transcription, nlp, res, violation_tolerance) -> OptimalC
         terminal_error=terminal,
         violation_tolerance=float(violation_tolerance),
         ts=ts,
-        q=jnp.asarray(X[:, :n]),
-        qd=jnp.asarray(X[:, n : 2 * n]),
-        mu=jnp.asarray(X[:, 2 * n :]) if problem.prescription.multiplier_state else None,
+        q=jnp.asarray(Q),
+        qd=jnp.asarray(Qd),
+        mu=None if Mu is None else jnp.asarray(Mu),
         u=jnp.asarray(U),
         t_mid=0.5 * (ts[:-1] + ts[1:]),
         u_mid=jnp.asarray(U_mid),

@@ -21,6 +21,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._dynamics import _step
+from ._coordinates import AbstractStateCoordinates
 from ._ocp import OptimalControlProblem
 
 
@@ -157,6 +158,8 @@ class AbstractNLP(eqx.Module):
 
     problem: OptimalControlProblem
     N: int = eqx.field(static=True)
+    # What the node state holds and which rows are imposed at the nodes.
+    coordinates: eqx.AbstractVar[AbstractStateCoordinates]
 
     # -- to be given by each transcription -----------------------------------------------
     @property
@@ -204,7 +207,7 @@ class AbstractNLP(eqx.Module):
     def sizes(self) -> Sizes:
         pr = self.problem
         fixed0 = pr.q0 is not None and pr.qd0 is not None
-        r = pr.h + pr.m
+        r = self.coordinates.rows(pr)
         # Sizes from shapes alone: this runs inside traced code, where computing the
         # flattened parameters would add equations for a number.
         k = (
@@ -214,7 +217,14 @@ class AbstractNLP(eqx.Module):
         )
         nsh = int(k) + int(pr.free_time)
         return Sizes(
-            self.N, pr.state_size, pr.nu, r, nsh, pr.n_path, pr.n_terminal, 0 if fixed0 else r
+            self.N,
+            self.coordinates.size(pr),
+            pr.nu,
+            r,
+            nsh,
+            pr.n_path,
+            pr.n_terminal,
+            0 if fixed0 else r,
         )
 
     def taus(self) -> np.ndarray:
@@ -245,12 +255,11 @@ class AbstractNLP(eqx.Module):
 
     # -- the pieces at one point ---------------------------------------------------------
     def field(self, t, x, u, shared) -> Float[Array, " s"]:
-        r"""$f(t, x, u) = (\dot q, \ddot q[, \dot\mu])$ of the constrained dynamics."""
+        r"""$f(t, x, u) = \dot x$ of the constrained dynamics: $(\dot q, \ddot q[, \dot\mu])$
+        in the default coordinates."""
         pr = self.problem
-        n = pr.n
-        q, qd = x[:n], x[n : 2 * n]
-        mu = x[2 * n :] if pr.prescription.multiplier_state else None
         p = pr.params_at(self.parameters(shared), u)
+        q, qd, mu = self.coordinates.unpack(pr, t, x, p)
         step = _step(
             pr.system,
             pr.prescription,
@@ -263,22 +272,20 @@ class AbstractNLP(eqx.Module):
             p,
             np.asarray(pr.mask, dtype=bool),
         )
-        parts = [qd, step.qdd] + ([step.lam] if mu is not None else [])
-        return jnp.concatenate(parts)
+        return self.coordinates.rate(pr, t, x, p, step.qdd, step.lam)
 
     def manifold(self, t, x, u, shared):
         pr = self.problem
-        n = pr.n
         p = pr.params_at(self.parameters(shared), u)
-        return pr.manifold_rows(t, x[:n], x[n : 2 * n], p)
+        return self.coordinates.manifold(pr, t, x, p)
 
     def path(self, t, x, u, shared):
         pr = self.problem
         if pr.path_constraint is None:
             return jnp.zeros((0,), x.dtype)
-        n = pr.n
         p = pr.params_at(self.parameters(shared), u)
-        return jnp.atleast_1d(pr.path_constraint(t, x[:n], x[n : 2 * n], u, p)).astype(x.dtype)
+        q, qd, _ = self.coordinates.unpack(pr, t, x, p)
+        return jnp.atleast_1d(pr.path_constraint(t, q, qd, u, p)).astype(x.dtype)
 
     def running(self, t, x, u, shared) -> Array:
         r"""$\ell(t, q, \dot q, u, p)$ (zero without a running cost)."""
@@ -286,30 +293,33 @@ class AbstractNLP(eqx.Module):
         if pr.running_cost is None:
             return jnp.zeros((), x.dtype)
         p = pr.params_at(self.parameters(shared), u)
-        n = pr.n
-        return jnp.asarray(pr.running_cost(t, x[:n], x[n : 2 * n], u, p), x.dtype)
+        q, qd, _ = self.coordinates.unpack(pr, t, x, p)
+        return jnp.asarray(pr.running_cost(t, q, qd, u, p), x.dtype)
 
     def projection(self, tau1, x1, u1, nu_k, shared):
         r"""$(H(x_{k+1}), J(x_{k+1})^\top\nu_k)$, the latter zero in the $\mu$ slots."""
         t1 = self.time(tau1, shared)
         H1, pullback = jax.vjp(lambda y: self.manifold(t1, y, u1, shared), x1)
         (proj,) = pullback(nu_k)
-        return H1, proj.at[2 * self.problem.n :].set(0.0)
+        if self.problem.prescription.multiplier_state:
+            proj = proj.at[2 * self.problem.n :].set(0.0)
+        return H1, proj
 
     def boundary(self, v) -> tuple[Array, Array]:
         """(terminal cost, terminal rows, path rows at $t_1$, manifold rows at $t_0$) from
         `v = (x_0, x_N, u_N, shared)`."""
         pr, S = self.problem, self.sizes
-        s, nu, n = S.s, S.nu, pr.n
+        s, nu = S.s, S.nu
         x0, x1, u1, shared = jnp.split(v, np.cumsum([s, s, nu]))
         T = self.final_time(shared)
         p = pr.params_at(self.parameters(shared), u1)
+        q1, qd1, _ = self.coordinates.unpack(pr, T, x1, p)
         cost = jnp.zeros((), v.dtype)
         if pr.terminal_cost is not None:
-            cost = jnp.asarray(pr.terminal_cost(T, x1[:n], x1[n : 2 * n], p), v.dtype)
+            cost = jnp.asarray(pr.terminal_cost(T, q1, qd1, p), v.dtype)
         rows = []
         if pr.terminal_constraint is not None:
-            rows.append(jnp.atleast_1d(pr.terminal_constraint(T, x1[:n], x1[n : 2 * n], p)))
+            rows.append(jnp.atleast_1d(pr.terminal_constraint(T, q1, qd1, p)))
         rows.append(self.path(T, x1, u1, shared))
         if S.r0:
             t0 = jnp.asarray(pr.t0, v.dtype)
@@ -321,14 +331,10 @@ class AbstractNLP(eqx.Module):
         """States and controls (nodes, and midpoints where the transcription has them)
         within their bounds, the fixed initial and terminal values, the shared bounds."""
         pr, S, L = self.problem, self.sizes, self.layout
-        N, s, n = S.N, S.s, pr.n
+        N, s = S.N, S.s
         lo, hi = np.full(L.nz, -np.inf), np.full(L.nz, np.inf)
         B = pr.bounds
-        extra = np.full(s - 2 * n, np.inf)
-        state = (
-            np.concatenate([B["q"][0], B["qd"][0], -extra]),
-            np.concatenate([B["q"][1], B["qd"][1], extra]),
-        )
+        state = self.coordinates.state_bounds(pr)
         for name, count in (("X", N + 1), ("Xm", N)):
             if name in L.offsets:
                 sl = slice(L.offsets[name], L.offsets[name] + count * s)
@@ -337,13 +343,9 @@ class AbstractNLP(eqx.Module):
             if name in L.offsets:
                 sl = slice(L.offsets[name], L.offsets[name] + count * S.nu)
                 lo[sl], hi[sl] = np.tile(B["u"][0], count), np.tile(B["u"][1], count)
-        fixed = [(0, 0, pr.q0), (0, n, pr.qd0), (N, 0, pr.q1), (N, n, pr.qd1)]
-        if pr.mu0 is not None:
-            fixed.append((0, 2 * n, pr.mu0))
-        for node, start, value in fixed:
-            if value is not None:
-                i = L.offsets["X"] + node * s + start
-                lo[i : i + value.shape[0]] = hi[i : i + value.shape[0]] = np.asarray(value)
+        for node, start, value in self._fixed():
+            i = L.offsets["X"] + (node % (N + 1)) * s + start
+            lo[i : i + value.shape[0]] = hi[i : i + value.shape[0]] = value
         sh = L.offsets["shared"]
         if pr.parameters is not None:
             k = S.nsh - int(pr.free_time)
@@ -378,10 +380,16 @@ class AbstractNLP(eqx.Module):
         start = S.N * L.step_rows
         return c[start : start + S.nterm]
 
+    def _fixed(self) -> list[tuple[int, int, np.ndarray]]:
+        """The node-state entries fixed by the initial and terminal values."""
+        return self.coordinates.fixed(self.problem, self.problem.params)
+
     def state_names(self) -> list[str]:
-        pr, S = self.problem, self.sizes
-        names = [f"q[{i}]" for i in range(pr.n)] + [f"qd[{i}]" for i in range(pr.n)]
-        return names + [f"mu[{i}]" for i in range(S.s - 2 * pr.n)]
+        return self.coordinates.state_names(self.problem)
+
+    def manifold_names(self) -> list[str]:
+        """Names of the constraint rows imposed at a node."""
+        return self.coordinates.manifold_names(self.problem)
 
     def constraint_names(self) -> list[str]:
         S = self.sizes
@@ -391,7 +399,7 @@ class AbstractNLP(eqx.Module):
         names += [f"terminal_constraint[{j}]" for j in range(S.nterm)]
         names += [f"path_constraint[{j}] at node {S.N}" for j in range(S.npath)]
         if S.r0:
-            names += [f"constraint {row} at node 0" for row in self.problem.manifold_names()]
+            names += [f"constraint {row} at node 0" for row in self.manifold_names()]
         return names
 
     def variable_names(self) -> list[str]:

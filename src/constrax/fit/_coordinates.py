@@ -1,0 +1,344 @@
+r"""The node state of a transcription: which coordinates it holds and which constraint
+rows it imposes at the nodes (docs page "Trajectory optimisation", section "Quasi-velocities").
+
+- `Velocities` (the default): $x = (q, \dot q[, \mu])$, with the position rows $g$ and all
+  velocity rows $c$ imposed at every node.
+- `QuasiVelocities`: $x = (q, v)$ with $\dot q = S(t, q)\,v$ for a user's basis $S$ of the
+  kernel of the velocity rows (Maggi's quasi-velocities: Maggi, *Principii della teoria
+  matematica del movimento dei corpi*, 1896; Neimark & Fufaev, *Dynamics of Nonholonomic
+  Systems*, 1972, ch. III). The velocity rows then hold by construction, so only the
+  position rows are imposed; the rate of $v$ follows from the library's accelerations,
+  $$\dot v = S^+(\ddot q - \dot S v),\qquad \dot S = \partial_t S + \partial_q S\,[S v],$$
+  exact because $\ddot q - \dot S v$ lies in the kernel of the velocity rows (differentiate
+  $A S = 0$ along the motion). For the knife edge the node state has 5 entries instead
+  of 6 and needs no projection multiplier: the size of a hand-reduced model.
+"""
+
+import abc
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._terms import position_residual, stacked_residual
+
+
+class AbstractStateCoordinates(eqx.Module):
+    """How a transcription's node state `x` reads as $(q, \\dot q, \\mu)$ (module
+    docstring)."""
+
+    @abc.abstractmethod
+    def size(self, problem) -> int:
+        """Entries of the node state."""
+
+    @abc.abstractmethod
+    def rows(self, problem) -> int:
+        """Constraint rows imposed at a node."""
+
+    @abc.abstractmethod
+    def unpack(self, problem, t, x, p):
+        r"""$(q, \dot q, \mu)$ from the node state ($\mu$ `None` without a multiplier
+        state)."""
+
+    @abc.abstractmethod
+    def rate(self, problem, t, x, p, qdd, lam):
+        r"""$\dot x$ from the accelerations $\ddot q$ (and $\dot\mu$ = `lam`)."""
+
+    @abc.abstractmethod
+    def manifold(self, problem, t, x, p):
+        """The constraint rows imposed at a node."""
+
+    @abc.abstractmethod
+    def manifold_names(self, problem) -> list[str]: ...
+
+    @abc.abstractmethod
+    def state_names(self, problem) -> list[str]: ...
+
+    @abc.abstractmethod
+    def pack(self, problem, ts, X, p) -> np.ndarray:
+        r"""Node states `(k, size)` from samples `X (k, 2n[+m])` of $(q, \dot q[, \mu])$ at
+        the times `ts` (numpy, outside jit; the guess)."""
+
+    @abc.abstractmethod
+    def nodes(self, problem, ts, X, p) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        r"""$(q, \dot q, \mu)$ `(K, .)` at the nodes from their states `X (K, size)`
+        (numpy, outside jit; the solution)."""
+
+    @abc.abstractmethod
+    def unimposed(self, problem, ts, Q, Qd, p) -> tuple[np.ndarray, list[str]]:
+        """The constraint rows that hold by construction of the coordinates rather than
+        as rows of the program, at the nodes `(K, r')`, and their names: checked at the
+        solution."""
+
+    @abc.abstractmethod
+    def state_bounds(self, problem) -> tuple[np.ndarray, np.ndarray]:
+        """Bounds `(size,)` of a node state."""
+
+    @abc.abstractmethod
+    def fixed(self, problem, p) -> list[tuple[int, int, np.ndarray]]:
+        """`(node, start, values)`: the node-state entries fixed at the first (`0`) and
+        last (`-1`) node by `q0`, `qd0`, `mu0`, `q1`, `qd1`."""
+
+
+class Velocities(AbstractStateCoordinates):
+    r"""$x = (q, \dot q[, \mu])$; the rows $(g, c)$ at every node (module docstring)."""
+
+    def size(self, problem):
+        return problem.state_size
+
+    def rows(self, problem):
+        return problem.h + problem.m
+
+    def unpack(self, problem, t, x, p):
+        n = problem.n
+        mu = x[2 * n :] if problem.prescription.multiplier_state else None
+        return x[:n], x[n : 2 * n], mu
+
+    def rate(self, problem, t, x, p, qdd, lam):
+        n = problem.n
+        parts = [x[n : 2 * n], qdd] + ([lam] if problem.prescription.multiplier_state else [])
+        return jnp.concatenate(parts)
+
+    def manifold(self, problem, t, x, p):
+        n = problem.n
+        return problem.manifold_rows(t, x[:n], x[n : 2 * n], p)
+
+    def manifold_names(self, problem):
+        return problem.manifold_names()
+
+    def state_names(self, problem):
+        n = problem.n
+        names = [f"q[{i}]" for i in range(n)] + [f"qd[{i}]" for i in range(n)]
+        return names + [f"mu[{i}]" for i in range(problem.state_size - 2 * n)]
+
+    def pack(self, problem, ts, X, p):
+        return np.asarray(X, np.float64)
+
+    def nodes(self, problem, ts, X, p):
+        n = problem.n
+        mu = X[:, 2 * n :] if problem.prescription.multiplier_state else None
+        return X[:, :n], X[:, n : 2 * n], mu
+
+    def unimposed(self, problem, ts, Q, Qd, p):
+        return np.zeros((Q.shape[0], 0)), []
+
+    def state_bounds(self, problem):
+        B = problem.bounds
+        extra = np.full(problem.state_size - 2 * problem.n, np.inf)
+        return (
+            np.concatenate([B["q"][0], B["qd"][0], -extra]),
+            np.concatenate([B["q"][1], B["qd"][1], extra]),
+        )
+
+    def fixed(self, problem, p):
+        n = problem.n
+        out = [(0, 0, problem.q0), (0, n, problem.qd0), (-1, 0, problem.q1), (-1, n, problem.qd1)]
+        out.append((0, 2 * n, problem.mu0))
+        return [(k, i, np.asarray(v)) for k, i, v in out if v is not None]
+
+
+class QuasiVelocities(AbstractStateCoordinates):
+    r"""$x = (q, v)$, $\dot q = S(t, q, p)\,v$ for the user's `basis` $S$ `(n, k)` of the
+    kernel of the velocity rows (module docstring). Checked at every node of the initial
+    guess and of the solution: $c(t, q, S w) = 0$ for $w = 0$ and the unit vectors (the
+    rows vanish on the span of $S$, so they are linear and homogeneous there), $k = n -
+    \operatorname{rank}\partial c/\partial\dot q$, and $S$ of full column rank."""
+
+    basis: Callable = eqx.field(static=True)
+    k: int = eqx.field(static=True)
+
+    @classmethod
+    def of(cls, basis: Callable, problem) -> "QuasiVelocities":
+        """The coordinates of `basis` for `problem`, checked at trace time: the basis's
+        shape, and a problem the coordinates can carry."""
+        if problem.prescription.multiplier_state:
+            raise ValueError(
+                "`velocity_basis` needs a prescription without a multiplier state (the "
+                f"vakonomic prescription's mu): got {problem.prescription!r}"
+            )
+        lo, hi = problem.bounds["qd"]
+        if np.isfinite(lo).any() or np.isfinite(hi).any():
+            raise ValueError(
+                "`qd_bounds` cannot be imposed on the node states of a `velocity_basis` "
+                "transcription (they hold v, not qd): write them as a `path_constraint`"
+            )
+        n = problem.n
+        q = problem.q0 if problem.q0 is not None else problem.q1
+        q = jnp.zeros(n, problem.t1.dtype) if q is None else q
+        try:
+            shape = jax.eval_shape(basis, problem.t1, q, problem.params).shape
+        except Exception as e:  # noqa: BLE001
+            raise ValueError(f"`velocity_basis(t, q, p)` failed: {e!r}") from e
+        if len(shape) != 2 or shape[0] != n or not 1 <= shape[1] <= n:
+            raise ValueError(
+                f"`velocity_basis(t, q, p)` must return an (n, k) = ({n}, k) matrix with "
+                f"1 <= k <= {n}, got shape {shape}"
+            )
+        coordinates = cls(basis, int(shape[1]))
+        for name, qd, q in (("qd0", problem.qd0, problem.q0), ("qd1", problem.qd1, problem.q1)):
+            if qd is not None and q is None and bool(jnp.any(qd != 0)):
+                raise ValueError(
+                    f"`{name}` is fixed and nonzero but its configuration is free: with a "
+                    "`velocity_basis` it is fixed through v = S(q)^+ qd, which needs q"
+                )
+        return coordinates
+
+    def size(self, problem):
+        return problem.n + self.k
+
+    def rows(self, problem):
+        return problem.h
+
+    def unpack(self, problem, t, x, p):
+        n = problem.n
+        q, v = x[:n], x[n:]
+        return q, self.basis(t, q, p) @ v, None
+
+    def rate(self, problem, t, x, p, qdd, lam):
+        n = problem.n
+        q, v = x[:n], x[n:]
+        S_at = lambda t, q: self.basis(t, q, p)  # noqa: E731
+        S = S_at(t, q)
+        qd = S @ v
+        _, dS = jax.jvp(S_at, (t, q), (jnp.ones_like(t), qd))
+        vd = jnp.linalg.solve(S.T @ S, S.T @ (qdd - dS @ v))
+        return jnp.concatenate([qd, vd])
+
+    def manifold(self, problem, t, x, p):
+        return position_residual(problem.system, t, x[: problem.n], p)
+
+    def manifold_names(self, problem):
+        return problem.manifold_names()[: problem.h]
+
+    def state_names(self, problem):
+        k = self.size(problem) - problem.n
+        return [f"q[{i}]" for i in range(problem.n)] + [f"v[{j}]" for j in range(k)]
+
+    def pack(self, problem, ts, X, p):
+        n = problem.n
+        dtype = problem.t1.dtype
+        ts = np.asarray(ts, dtype)
+        Q, Qd = np.asarray(X[:, :n], dtype), np.asarray(X[:, n : 2 * n], dtype)
+        S, rows, A = (np.asarray(a) for a in _at_nodes(self, problem, ts, Q, p))
+        self.check_nodes(problem, ts, S, rows, A, "the initial guess")
+        V = (np.linalg.pinv(S) @ Qd[:, :, None])[:, :, 0]  # least squares, per node
+        return np.concatenate([Q, V], axis=1)
+
+    def nodes(self, problem, ts, X, p):
+        return tuple(np.asarray(a) for a in _unpacked(self, problem, ts, X, p)) + (None,)
+
+    def unimposed(self, problem, ts, Q, Qd, p):
+        if not problem.system.constraints:
+            return np.zeros((Q.shape[0], 0)), []
+        return np.asarray(_velocity_rows(problem, ts, Q, Qd, p)), list(problem.row_names)
+
+    def check_nodes(self, problem, ts, S, rows, A, where: str) -> None:
+        r"""Raise if the basis `S (K, n, k)` is not one of the kernel of the velocity rows
+        at the nodes, from the rows `(K, k + 1, m)` at $\dot q = S w$ ($w = 0$ and the
+        unit vectors) and their Jacobians `A (K, m, n)` in $\dot q$ (class docstring)."""
+        if not problem.system.constraints:
+            return
+        n = problem.n
+        names = problem.row_names
+        # Vectorised over the nodes; the first failing node is reported.
+        scale = np.maximum(1.0, np.abs(S).max(axis=(1, 2)))
+        miss = np.abs(rows).max(axis=1)  # (K, m)
+        sv = np.linalg.svd(S, compute_uv=False)  # (K, k)
+        sa = np.linalg.svd(A, compute_uv=False)  # (K, min(m, n))
+        rank = np.sum(sa > 1e-10 * np.maximum(1.0, sa[:, :1]), axis=1)
+        failures = {
+            "span": np.flatnonzero((miss > 1e-8 * scale[:, None]).any(axis=1)),
+            "rank": np.flatnonzero(sv[:, -1] <= 1e-10 * sv[:, 0]),
+            "kernel": np.flatnonzero(S.shape[2] != n - rank),
+        }
+        first = (
+            min((int(ks[0]), kind) for kind, ks in failures.items() if ks.size)
+            if any(ks.size for ks in failures.values())
+            else None
+        )
+        if first is None:
+            return
+        k, kind = first
+        at = f"`velocity_basis` at node {k} of {where} (t = {float(ts[k]):.6g})"
+        if kind == "span":
+            i = int(np.argmax(miss[k]))
+            raise ValueError(
+                f"{at}: the velocity rows do not vanish on its span ({names[i]} = "
+                f"{float(miss[k, i]):.3g} at qd = S w for w = 0 or a unit vector); its "
+                "columns must span the kernel of the velocity rows"
+            )
+        if kind == "rank":
+            r = int(np.sum(sv[k] > 1e-10 * sv[k, 0]))
+            raise ValueError(f"{at} has rank {r} < {S.shape[2]} columns")
+        raise ValueError(
+            f"{at} has {S.shape[2]} columns, but the kernel of the velocity rows there has "
+            f"dimension n - rank = {n} - {int(rank[k])} = {n - int(rank[k])}"
+        )
+
+    def state_bounds(self, problem):
+        k = self.size(problem) - problem.n
+        B = problem.bounds
+        return (
+            np.concatenate([B["q"][0], np.full(k, -np.inf)]),
+            np.concatenate([B["q"][1], np.full(k, np.inf)]),
+        )
+
+    def fixed(self, problem, p):
+        n = problem.n
+        out = []
+        for node, q, qd in ((0, problem.q0, problem.qd0), (-1, problem.q1, problem.qd1)):
+            t = problem.t0 if node == 0 else problem.t1
+            if q is not None:
+                out.append((node, 0, np.asarray(q)))
+            if qd is None:
+                continue
+            if q is None:  # zero (checked in check_problem): v = 0 whatever q
+                out.append((node, n, np.zeros(self.size(problem) - n)))
+                continue
+            S = np.asarray(_basis(self, jnp.asarray(t, problem.t1.dtype), q, p))
+            v, *_ = np.linalg.lstsq(S, np.asarray(qd), rcond=None)
+            miss = float(np.abs(S @ v - np.asarray(qd)).max())
+            if miss > 1e-8 * max(1.0, float(np.abs(qd).max())):
+                which = "qd0" if node == 0 else "qd1"
+                raise ValueError(
+                    f"`{which}` is not in the span of `velocity_basis` at "
+                    f"{'q0' if node == 0 else 'q1'} (least-squares miss {miss:.3g})"
+                )
+            out.append((node, n, v))
+        return out
+
+
+# The node evaluations of `QuasiVelocities`, compiled once per problem structure (outside
+# the NLP's programs: on the guess and on the solution).
+@eqx.filter_jit
+def _at_nodes(coordinates, problem, ts, Q, p):
+    """`(S, rows, A)` at the nodes (`QuasiVelocities.check_nodes`)."""
+    c = stacked_residual(problem.system, p)
+
+    def at(t, q):
+        S = coordinates.basis(t, q, p)
+        W = jnp.concatenate([jnp.zeros((1, S.shape[1]), S.dtype), jnp.eye(S.shape[1])])
+        rows = jax.vmap(lambda w: c(t, q, S @ w))(W)
+        A = jax.jacfwd(lambda qd: c(t, q, qd))(jnp.zeros_like(q))
+        return S, rows, A
+
+    return jax.vmap(at)(ts, Q)
+
+
+@eqx.filter_jit
+def _unpacked(coordinates, problem, ts, X, p):
+    n = problem.n
+    Qd = jax.vmap(lambda t, x: coordinates.basis(t, x[:n], p) @ x[n:])(ts, X)
+    return X[:, :n], Qd
+
+
+@eqx.filter_jit
+def _velocity_rows(problem, ts, Q, Qd, p):
+    return jax.vmap(stacked_residual(problem.system, p))(ts, Q, Qd)
+
+
+@eqx.filter_jit
+def _basis(coordinates, t, q, p):
+    return coordinates.basis(t, q, p)

@@ -1,0 +1,118 @@
+r"""Trajectory optimisation on quasi-velocities (`velocity_basis=` of `cx.fit.HermiteSimpson`
+and `cx.fit.Trapezoidal`): node states $(q, v)$ with $\dot q = S(q) v$.
+
+References nobody here derived: the knife edge's reduced equations $\dot v = u_0/m$,
+$\dot\omega = u_1/I$ (Neimark & Fufaev 1972; the model CasADi and opty are given by hand in
+`benchmarks/trajopt.py`), the parking optimum 0.21846 of single shooting through
+`cx.simulate`, the same problem in the default coordinates, and central differences.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from test_optimal_control import KNIFE, _knife_basis as knife_basis, _pendulum, parking
+
+import constrax as cx
+
+pytest.importorskip("cyipopt")
+
+fit = cx.fit
+
+
+def test_knife_edge_quasi_velocity_rates_are_push_over_mass_and_torque_over_inertia():
+    r"""$\dot v = S^+(\ddot q - \dot S v)$ from the library's accelerations equals the hand
+    reduction $(u_0/m, u_1/I)$, with $\dot q = S v$, at random states, under `jit` and
+    `vmap`; its derivative in the state equals central differences."""
+    nlp = fit.HermiteSimpson(2, velocity_basis=knife_basis).nlp(parking())
+    m, inertia = float(KNIFE.params["m"]), float(KNIFE.params["I"])
+    shared = jnp.zeros(0)
+    rng = np.random.default_rng(0)
+    X = jnp.asarray(rng.standard_normal((6, 5)))
+    U = jnp.asarray(rng.standard_normal((6, 2)))
+    ts = jnp.asarray(rng.uniform(0, 5, 6))
+    F = jax.jit(jax.vmap(lambda t, x, u: nlp.field(t, x, u, shared)))(ts, X, U)
+    S = jax.vmap(lambda x: knife_basis(0.0, x[:3], None))(X)
+    np.testing.assert_allclose(F[:, :3], jnp.einsum("kij,kj->ki", S, X[:, 3:]), atol=1e-14)
+    np.testing.assert_allclose(F[:, 3], U[:, 0] / m, rtol=1e-12)
+    np.testing.assert_allclose(F[:, 4], U[:, 1] / inertia, rtol=1e-12)
+    x, u, t = X[0], U[0], ts[0]
+    J = jax.jit(jax.jacfwd(lambda x: nlp.field(t, x, u, shared)))(x)
+    eps = 1e-6
+    for j in range(5):
+        e = jnp.zeros(5).at[j].set(eps)
+        fd = (nlp.field(t, x + e, u, shared) - nlp.field(t, x - e, u, shared)) / (2 * eps)
+        np.testing.assert_allclose(J[:, j], fd, atol=1e-8)
+
+
+def test_knife_edge_parks_at_the_optimum_on_quasi_velocities_with_a_hand_reduced_size():
+    """Hermite–Simpson on (q, v): 7 unknowns per point and 10 equations per interval, the
+    size of the hand-reduced model (the default coordinates: 8 and 13, and a projection
+    multiplier per interval); the optimum 0.21846 to 0.5 %, the no-slip row, not a row of
+    the program, holding at every node of the solution to 1e-8, and the replay through
+    the exact dynamics on the nodes to 1e-6."""
+    N = 50
+    transcription = fit.HermiteSimpson(N, velocity_basis=knife_basis)
+    nlp = transcription.nlp(parking())
+    assert nlp.layout.nz == (2 * N + 1) * (5 + 2) and nlp.layout.nc == N * 10
+    sol = fit.solve_optimal_control(parking(), transcription=transcription)
+    assert sol.success and sol.status == "solved", (sol.status, sol.violated)
+    assert abs(sol.objective - 0.21846) <= 5e-3 * 0.21846
+    assert sol.manifold_violation <= 1e-8 and sol.terminal_error <= 1e-8
+    side_slip = jnp.sin(sol.q[:, 2]) * sol.qd[:, 0] - jnp.cos(sol.q[:, 2]) * sol.qd[:, 1]
+    assert float(jnp.max(jnp.abs(side_slip))) <= 1e-12
+    assert sol.replay_error() <= 1e-6
+
+
+@pytest.mark.slow
+def test_holonomic_pendulum_on_its_angular_rate_has_the_optimum_of_cartesian_velocities():
+    """The rod's velocity row held by S = (-y, x), the position row (with its projection
+    multiplier) imposed at the nodes: the same optimal swing as the default coordinates,
+    to the collocation's discretisation error (the two differ by 6.9e-5 relative at
+    N = 15), the rod's rows at every node to 1e-9."""
+    basis = lambda t, q, p: jnp.stack([-q[1], q[0]])[:, None]  # noqa: E731
+    sols = [
+        fit.solve_optimal_control(
+            _pendulum(cx.DAlembert()),
+            transcription=fit.HermiteSimpson(15, velocity_basis=b),
+            violation_tolerance=1e-9,
+        )
+        for b in (None, basis)
+    ]
+    for sol in sols:
+        assert sol.success, (sol.status, sol.violated)
+        assert sol.manifold_violation <= 1e-9
+        np.testing.assert_allclose(jnp.sum(sol.q**2, axis=1), 1.0, atol=1e-9)
+        np.testing.assert_allclose(jnp.sum(sol.q * sol.qd, axis=1), 0.0, atol=1e-9)
+    assert abs(sols[0].objective - sols[1].objective) <= 2e-4 * sols[0].objective
+
+
+@pytest.mark.parametrize(
+    "basis, kw, match",
+    [
+        (
+            lambda t, q, p: jnp.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]),
+            {},
+            "node 0 of the initial guess.*no_side_slip.*span the kernel",
+        ),
+        (
+            lambda t, q, p: jnp.stack([jnp.cos(q[2]), jnp.sin(q[2]), 0.0 * q[2]])[:, None],
+            {},
+            "1 columns, but the kernel.*dimension n - rank = 3 - 1 = 2",
+        ),
+        (lambda t, q, p: jnp.eye(2), {}, "must return an \\(n, k\\) = \\(3, k\\)"),
+        (knife_basis, dict(qd_bounds=(-1.0, 1.0)), "qd_bounds.*path_constraint"),
+        (knife_basis, dict(prescription=cx.Vakonomic()), "multiplier state"),
+    ],
+    ids=["not-in-kernel", "too-few-columns", "shape", "qd-bounds", "vakonomic"],
+)
+def test_a_velocity_basis_that_does_not_fit_the_problem_is_refused_naming_why(basis, kw, match):
+    with pytest.raises(ValueError, match=match):
+        fit.solve_optimal_control(
+            parking(**kw), transcription=fit.Trapezoidal(4, velocity_basis=basis)
+        )
+
+
+def test_velocity_basis_must_be_callable():
+    with pytest.raises(TypeError, match="velocity_basis.*function"):
+        fit.Trapezoidal(4, velocity_basis="S")
