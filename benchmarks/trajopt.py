@@ -307,9 +307,11 @@ def _describe(transcription) -> str:
     return "Hermite-Simpson (separated), rows at the nodes"
 
 
-def run_constrax_again(name, problem, N, repeats, jitter) -> dict:
+def run_constrax_again(
+    name, problem, N, repeats, jitter, transcription=None, guess=None, guess_name=None
+) -> dict:
     """Another guess on an already compiled structure (no compile measurement)."""
-    transcription = cx.fit.HermiteSimpson(N)
+    transcription = cx.fit.HermiteSimpson(N) if transcription is None else transcription
     solver = cx.fit.IPOPT(
         tol=IPOPT_OPTIONS["tol"], constr_viol_tol=IPOPT_OPTIONS["constr_viol_tol"]
     )
@@ -317,13 +319,32 @@ def run_constrax_again(name, problem, N, repeats, jitter) -> dict:
     for _ in range(repeats):
         t0 = time.perf_counter()
         sol = cx.fit.solve_optimal_control(
-            problem, transcription=transcription, solver=solver, jitter=jitter
+            problem, guess, transcription=transcription, solver=solver, jitter=jitter
         )
         walls.append(time.perf_counter() - t0)
-    return {
+    row = {
         **_row(name, N, transcription, jitter, sol, walls),
         "replay_error": sol.replay_error() if sol.success else None,
     }
+    if guess_name is not None:
+        row["guess"] = guess_name
+    return row
+
+
+def casadi_parking_guess(N: int):
+    """CasADi's perturbed parking guess (`run_casadi` with `perturb=1e-2`: the straight
+    line, then `_perturb_casadi`) as a constrax guess `t -> (q, qd, u)` on its nodes
+    (qd = S(q) v): the very starting point of CasADi's iterations."""
+    X0 = np.zeros((5, N + 1))
+    X0[:3] = np.outer(PARK_Q1, np.linspace(0.0, 1.0, N + 1))
+    X0, U0 = _perturb_casadi(X0, np.zeros((2, N + 1)), 1e-2, 0, (None, None), (None, None))
+
+    def guess(t):
+        k = int(round(float(t) / PARK_T1 * N))
+        x, y, th, v, om = X0[:, k]
+        return np.array([x, y, th]), np.array([v * np.cos(th), v * np.sin(th), om]), U0[:, k]
+
+    return guess
 
 
 # ----------------------------------------------------------------------------------------
@@ -545,7 +566,7 @@ def markdown(result: dict) -> str:
         "largest difference from the node states. Compile (constrax): trace + lower and "
         "XLA compile of the IPOPT callbacks from cold caches (no Hessian under L-BFGS), "
         "minimum over "
-        f"{result['config']['repeats']}.",
+        f"{result['config']['compile_repeats']}.",
         "",
     ]
     header = [
@@ -617,8 +638,77 @@ def markdown(result: dict) -> str:
                 f"{r['first_minus_warm_s']:.1f} s "
                 f"(NLP {r['nlp_variables']} variables, {r['nlp_constraints']} constraints)"
             )
+    survey = result.get("survey")
+    if survey:
+        lines += [
+            "",
+            f"Parking from {len(survey['seeds'])} seeded starts (seeds {survey['seeds'][0]}–"
+            f"{survey['seeds'][-1]}: constrax's `jitter=1e-2` with `seed=`, CasADi's "
+            "perturbation with the numpy seed): how many reach the optimum (objective "
+            f"within {survey['within']:.0%} of {survey['optimum']}, status solved), and the "
+            "objectives of the others (local minima or failures).",
+            "",
+        ]
+        rows = [
+            [
+                r["N"],
+                r["contender"],
+                f"{r['reached']} / {len(r['objectives'])}",
+                ", ".join(_g(o) for o, ok in zip(r["objectives"], r["ok"], strict=True) if not ok)
+                or "—",
+            ]
+            for r in survey["rows"]
+        ]
+        lines += md_table(["N", "contender", "reached", "objectives of the others"], rows)
     lines.append("")
     return "\n".join(lines)
+
+
+def seed_survey(problem, seeds, within: float = 0.02) -> dict:
+    """Parking from seeded starts, constrax (every collocation variant, `seed=k`) and CasADi
+    (`_perturb_casadi` with seed k): which reach the optimum 0.21846."""
+    optimum = 0.21846
+    rows = []
+    for N in (50, 100):
+        variants = [
+            cx.fit.HermiteSimpson(N),
+            cx.fit.Trapezoidal(N),
+            cx.fit.HermiteSimpson(N, velocity_basis=knife_basis),
+            cx.fit.Trapezoidal(N, velocity_basis=knife_basis),
+        ]
+        for transcription in variants:
+            sols = [
+                cx.fit.solve_optimal_control(problem, transcription=transcription, seed=k)
+                for k in seeds
+            ]
+            objs = [s.objective for s in sols]
+            ok = [s.success and abs(s.objective - optimum) <= within * optimum for s in sols]
+            contender = _row("parking", N, transcription, 1e-2, sols[0], [0.0])["contender"]
+            rows.append(
+                {"N": N, "contender": contender, "objectives": objs, "ok": ok, "reached": sum(ok)}
+            )
+        if ca is None:
+            continue
+        objs, ok = [], []
+        for k in seeds:
+            opti, X, U, J, X0, U0, xb, ub = _casadi_parking(N)
+            X0, U0 = _perturb_casadi(X0, U0, 1e-2, k, xb, ub)
+            opti.set_initial(X, X0)
+            opti.set_initial(U, U0)
+            opti.solver(
+                "ipopt", {"print_time": False}, {"print_level": 0, "sb": "yes", **IPOPT_OPTIONS}
+            )
+            try:
+                opti.solve()
+                solved = True
+            except RuntimeError:
+                solved = False
+            objs.append(float(opti.debug.value(J)))
+            ok.append(solved and abs(objs[-1] - optimum) <= within * optimum)
+        rows.append(
+            {"N": N, "contender": "casadi", "objectives": objs, "ok": ok, "reached": sum(ok)}
+        )
+    return {"seeds": list(seeds), "optimum": optimum, "within": within, "rows": rows}
 
 
 def main(argv=None) -> None:
@@ -669,11 +759,18 @@ def main(argv=None) -> None:
             log(row)
             if name == "parking":  # the node states of CasADi's model: (q, v)
                 for scheme in (cx.fit.HermiteSimpson, cx.fit.Trapezoidal):
+                    quasi = scheme(N, velocity_basis=knife_basis)
                     row, _ = run_constrax(
-                        name, problem, N, R, compile_repeats=RC,
-                        transcription=scheme(N, velocity_basis=knife_basis),
-                    )  # fmt: skip
+                        name, problem, N, R, compile_repeats=RC, transcription=quasi
+                    )
                     log(row)
+                # CasADi's program, from CasADi's starting point: the same iterates.
+                log(
+                    run_constrax_again(
+                        name, problem, N, R, 0.0, transcription=quasi,
+                        guess=casadi_parking_guess(N), guess_name="casadi's perturbed guess",
+                    )
+                )  # fmt: skip
             for perturb in (None, 1e-2):
                 if ca is None:
                     log(
@@ -697,6 +794,9 @@ def main(argv=None) -> None:
             transcription=shooting, hessian=hessian,
         )  # fmt: skip
         log(row)
+    survey = seed_survey(problems["parking"], range(10))
+    for r in survey["rows"]:
+        print(f"  survey N={r['N']} {r['contender']}: {r['reached']} / {len(r['ok'])}", flush=True)
     machine["loadavg_at_end"] = loadavg()
     result = {
         "config": {
@@ -710,6 +810,7 @@ def main(argv=None) -> None:
         "note": args.note,
         "machine": machine,
         "rows": rows,
+        "survey": survey,
         "wall_s": time.perf_counter() - start,
     }
     write_json(os.path.join(args.out, "trajopt_cpu.json"), result)

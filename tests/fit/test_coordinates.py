@@ -64,6 +64,32 @@ def test_knife_edge_parks_at_the_optimum_on_quasi_velocities_with_a_hand_reduced
     assert sol.replay_error() <= 1e-6
 
 
+def test_trapezoidal_parking_on_quasi_velocities_is_casadis_hand_reduced_program():
+    """The trapezoid on (q, v) with v = (forward speed, turn rate) has the unknowns and the
+    equations of CasADi's trapezoidal parking model (`benchmarks/trajopt.py`, the
+    constraint eliminated by hand): from the same perturbed straight-line start it
+    reaches CasADi's optimum 0.2192962 (CasADi + IPOPT, N = 50, seven digits) in CasADi's
+    12 iterations."""
+    N = 50
+    rng = np.random.default_rng(0)  # CasADi's start: the line, then relative noise 1e-2
+    X = np.zeros((5, N + 1))
+    X[:3] = np.outer([0.0, 1.0, 0.0], np.linspace(0.0, 1.0, N + 1))
+    X = X + 1e-2 * np.maximum(1.0, np.abs(X)) * rng.standard_normal(X.shape)
+    X[:, 0], X[:, -1] = 0.0, [0.0, 1.0, 0.0, 0.0, 0.0]
+    U = 1e-2 * rng.standard_normal((2, N + 1))
+
+    def guess(t):
+        k = int(round(t / 5.0 * N))
+        x, y, th, v, om = X[:, k]
+        return np.array([x, y, th]), np.array([v * np.cos(th), v * np.sin(th), om]), U[:, k]
+
+    transcription = fit.Trapezoidal(N, velocity_basis=knife_basis)
+    sol = fit.solve_optimal_control(parking(), guess, transcription=transcription)
+    assert sol.success, (sol.status, sol.violated)
+    assert round(sol.objective, 7) == 0.2192962
+    assert sol.iterations == 12
+
+
 @pytest.mark.slow
 def test_holonomic_pendulum_on_its_angular_rate_has_the_optimum_of_cartesian_velocities():
     """The rod's velocity row held by S = (-y, x), the position row (with its projection

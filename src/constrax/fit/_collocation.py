@@ -155,7 +155,7 @@ class AbstractCollocationNLP(AbstractNLP):
         the states `xs (P, s)` at its points and $h f$ at them, `hfs (P, s)`: affine in
         `hfs`."""
 
-    @property
+    @functools.cached_property
     def layout(self) -> Layout:
         return _layout(self.sizes, self.midpoints, len(self.defect_names) * self.sizes.s)
 

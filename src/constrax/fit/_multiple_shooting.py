@@ -110,7 +110,7 @@ class ShootingNLP(AbstractNLP):
     def coordinates(self) -> Velocities:
         return Velocities()
 
-    @property
+    @functools.cached_property
     def layout(self) -> Layout:
         return _layout(self.sizes)
 

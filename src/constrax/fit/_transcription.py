@@ -12,6 +12,7 @@ constraint manifold (Ascher & Petzold 1998; Bordalba, Schoels, Ros, Porta & Dieh
 """
 
 import abc
+import functools
 from typing import NamedTuple
 
 import equinox as eqx
@@ -203,7 +204,10 @@ class AbstractNLP(eqx.Module):
         middle of each step (with the node values they fix the control's interpolant)."""
 
     # -- sizes ---------------------------------------------------------------------------
-    @property
+    # Cached on the instance (`functools.cached_property`): the solve asks for the sizes,
+    # the layout and the bounds hundreds of times, and each costs ~0.1-1 ms of Python
+    # (equinox wraps every method access in a bound-method module).
+    @functools.cached_property
     def sizes(self) -> Sizes:
         pr = self.problem
         fixed0 = pr.q0 is not None and pr.qd0 is not None
@@ -329,7 +333,12 @@ class AbstractNLP(eqx.Module):
     # -- bounds, names, residuals (numpy, outside jit) ------------------------------------
     def variable_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """States and controls (nodes, and midpoints where the transcription has them)
-        within their bounds, the fixed initial and terminal values, the shared bounds."""
+        within their bounds, the fixed initial and terminal values, the shared bounds
+        (read-only arrays)."""
+        return self._variable_bounds
+
+    @functools.cached_property
+    def _variable_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         pr, S, L = self.problem, self.sizes, self.layout
         N, s = S.N, S.s
         lo, hi = np.full(L.nz, -np.inf), np.full(L.nz, np.inf)
@@ -352,7 +361,7 @@ class AbstractNLP(eqx.Module):
             lo[sh : sh + k], hi[sh : sh + k] = pr.bounds["parameters"]
         if pr.free_time:
             lo[L.nz - 1], hi[L.nz - 1] = pr.bounds["t1"]
-        return lo, hi
+        return _read_only(lo, hi)
 
     def _row_kind_mask(self, kind: str) -> np.ndarray:
         S, L = self.sizes, self.layout
@@ -365,11 +374,15 @@ class AbstractNLP(eqx.Module):
         return np.concatenate([np.tile(step, S.N), bnd])
 
     def constraint_bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        """Zero for the equations; $(-\\infty, 0]$ for the path rows."""
+        """Zero for the equations; $(-\\infty, 0]$ for the path rows (read-only arrays)."""
+        return self._constraint_bounds
+
+    @functools.cached_property
+    def _constraint_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         L = self.layout
         lo, hi = np.zeros(L.nc), np.zeros(L.nc)
         lo[self._row_kind_mask("path")] = -np.inf
-        return lo, hi
+        return _read_only(lo, hi)
 
     def manifold_residuals(self, c: np.ndarray) -> np.ndarray:
         """The constraint rows $H$ at the nodes, from the constraint vector `c`."""
@@ -424,3 +437,9 @@ class AbstractNLP(eqx.Module):
         if pr.free_time:
             parts.append(np.asarray(pr.t1, np.float64)[None])
         return np.concatenate(parts)
+
+
+def _read_only(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    for a in arrays:
+        a.setflags(write=False)
+    return arrays
