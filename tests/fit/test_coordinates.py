@@ -124,7 +124,7 @@ def test_holonomic_pendulum_on_its_angular_rate_has_the_optimum_of_cartesian_vel
         (
             lambda t, q, p: jnp.stack([jnp.cos(q[2]), jnp.sin(q[2]), 0.0 * q[2]])[:, None],
             {},
-            "1 columns, but the kernel.*dimension n - rank = 3 - 1 = 2",
+            "1 columns, but the kernel.*n - rank = 3 - 1 = 2",
         ),
         (lambda t, q, p: jnp.eye(2), {}, "must return an \\(n, k\\) = \\(3, k\\)"),
         (knife_basis, dict(qd_bounds=(-1.0, 1.0)), "qd_bounds.*path_constraint"),

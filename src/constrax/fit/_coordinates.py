@@ -7,11 +7,17 @@ rows it imposes at the nodes (docs page "Trajectory optimisation", section "Quas
   kernel of the velocity rows (Maggi's quasi-velocities: Maggi, *Principii della teoria
   matematica del movimento dei corpi*, 1896; Neimark & Fufaev, *Dynamics of Nonholonomic
   Systems*, 1972, ch. III). The velocity rows then hold by construction, so only the
-  position rows are imposed; the rate of $v$ follows from the library's accelerations,
-  $$\dot v = S^+(\ddot q - \dot S v),\qquad \dot S = \partial_t S + \partial_q S\,[S v],$$
-  exact because $\ddot q - \dot S v$ lies in the kernel of the velocity rows (differentiate
-  $A S = 0$ along the motion). For the knife edge the node state has 5 entries instead
-  of 6 and needs no projection multiplier: the size of a hand-reduced model.
+  position rows are imposed, and $v$ moves by Maggi's equations, the Lagrange–d'Alembert
+  equations projected on the span of $S$ (where the reactions vanish):
+  $$S^\top W S\,\dot v = S^\top\left(f + Q - W\dot S v\right),\qquad
+  \dot S = \partial_t S + \partial_q S\,[S v],$$
+  with the library's mass matrix $W$, bias $f$ and force $Q$. Where the rows have full
+  rank and $S$ spans their kernel this is the library's $\ddot q$ (multiply
+  $W\ddot q = f + Q + A^\top\lambda$ by $S^\top$, with $\ddot q = S\dot v + \dot S v$);
+  where they lose rank (the snake cart at $\phi = \pm\pi/2$) $S^\top W S$ stays positive
+  definite, and a smooth basis carries the motion through. For the knife edge the node
+  state has 5 entries instead of 6 and needs no projection multiplier: the size of a
+  hand-reduced model.
 """
 
 import abc
@@ -22,7 +28,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._terms import position_residual, stacked_residual
+from .._dynamics import _step
+from .._prescriptions import prescribed_terms
+from .._terms import generalized_force, position_residual, stacked_residual
 
 
 class AbstractStateCoordinates(eqx.Module):
@@ -43,8 +51,8 @@ class AbstractStateCoordinates(eqx.Module):
         state)."""
 
     @abc.abstractmethod
-    def rate(self, problem, t, x, p, qdd, lam):
-        r"""$\dot x$ from the accelerations $\ddot q$ (and $\dot\mu$ = `lam`)."""
+    def field(self, problem, t, x, p):
+        r"""$\dot x$: the constrained dynamics in these coordinates."""
 
     @abc.abstractmethod
     def manifold(self, problem, t, x, p):
@@ -96,10 +104,16 @@ class Velocities(AbstractStateCoordinates):
         mu = x[2 * n :] if problem.prescription.multiplier_state else None
         return x[:n], x[n : 2 * n], mu
 
-    def rate(self, problem, t, x, p, qdd, lam):
-        n = problem.n
-        parts = [x[n : 2 * n], qdd] + ([lam] if problem.prescription.multiplier_state else [])
-        return jnp.concatenate(parts)
+    def field(self, problem, t, x, p):
+        r"""$(\dot q, \ddot q[, \dot\mu])$ from the library's accelerations (either
+        prescription, the problem's saddle-point solver)."""
+        q, qd, mu = self.unpack(problem, t, x, p)
+        mask = np.asarray(problem.mask, dtype=bool)
+        step = _step(
+            problem.system, problem.prescription, problem.constraint_solver, None,
+            t, q, qd, mu, p, mask,
+        )  # fmt: skip
+        return jnp.concatenate([qd, step.qdd] + ([step.lam] if mu is not None else []))
 
     def manifold(self, problem, t, x, p):
         n = problem.n
@@ -144,7 +158,8 @@ class QuasiVelocities(AbstractStateCoordinates):
     kernel of the velocity rows (module docstring). Checked at every node of the initial
     guess and of the solution: $c(t, q, S w) = 0$ for $w = 0$ and the unit vectors (the
     rows vanish on the span of $S$, so they are linear and homogeneous there), $k = n -
-    \operatorname{rank}\partial c/\partial\dot q$, and $S$ of full column rank."""
+    \operatorname{rank}\partial c/\partial\dot q$ where the rows have their largest rank
+    over the nodes (elsewhere the kernel is larger), and $S$ of full column rank."""
 
     basis: Callable = eqx.field(static=True)
     k: int = eqx.field(static=True)
@@ -196,14 +211,23 @@ class QuasiVelocities(AbstractStateCoordinates):
         q, v = x[:n], x[n:]
         return q, self.basis(t, q, p) @ v, None
 
-    def rate(self, problem, t, x, p, qdd, lam):
+    def field(self, problem, t, x, p):
+        r"""$(\dot q, \dot v) = (S v,\ (S^\top W S)^{-1} S^\top(f + Q - W\dot S v))$:
+        Maggi's equations, the Lagrange–d'Alembert equations projected on the span of
+        $S$, where the reactions $A^\top\lambda$ vanish ($A S = 0$). $W$, $f$ and $Q$ are
+        the library's (autodiff of the Lagrangian, or the system's `dynamics`); no
+        constraint Jacobian and no saddle-point solve, and $S^\top W S$ is positive
+        definite wherever $S$ has full column rank, also where the constraint rows lose
+        rank."""
         n = problem.n
         q, v = x[:n], x[n:]
         S_at = lambda t, q: self.basis(t, q, p)  # noqa: E731
         S = S_at(t, q)
         qd = S @ v
         _, dS = jax.jvp(S_at, (t, q), (jnp.ones_like(t), qd))
-        vd = jnp.linalg.solve(S.T @ S, S.T @ (qdd - dS @ v))
+        W, f = prescribed_terms(problem.prescription, problem.system, t, q, qd, None, p)
+        force = generalized_force(problem.system, t, q, qd, p)
+        vd = jnp.linalg.solve(S.T @ W @ S, S.T @ (f + force - W @ (dS @ v)))
         return jnp.concatenate([qd, vd])
 
     def manifold(self, problem, t, x, p):
@@ -248,10 +272,13 @@ class QuasiVelocities(AbstractStateCoordinates):
         sv = np.linalg.svd(S, compute_uv=False)  # (K, k)
         sa = np.linalg.svd(A, compute_uv=False)  # (K, min(m, n))
         rank = np.sum(sa > 1e-10 * np.maximum(1.0, sa[:, :1]), axis=1)
+        # The kernel's dimension where the rows have their generic (largest) rank; where
+        # they lose rank the kernel is larger, and the basis carries the generic motions.
+        generic = int(np.argmax(rank))
         failures = {
             "span": np.flatnonzero((miss > 1e-8 * scale[:, None]).any(axis=1)),
             "rank": np.flatnonzero(sv[:, -1] <= 1e-10 * sv[:, 0]),
-            "kernel": np.flatnonzero(S.shape[2] != n - rank),
+            "kernel": np.array([generic] if S.shape[2] != n - rank[generic] else []),
         }
         first = (
             min((int(ks[0]), kind) for kind, ks in failures.items() if ks.size)
@@ -273,8 +300,9 @@ class QuasiVelocities(AbstractStateCoordinates):
             r = int(np.sum(sv[k] > 1e-10 * sv[k, 0]))
             raise ValueError(f"{at} has rank {r} < {S.shape[2]} columns")
         raise ValueError(
-            f"{at} has {S.shape[2]} columns, but the kernel of the velocity rows there has "
-            f"dimension n - rank = {n} - {int(rank[k])} = {n - int(rank[k])}"
+            f"{at} has {S.shape[2]} columns, but the kernel of the velocity rows there (at "
+            f"their largest rank over the nodes) has dimension n - rank = {n} - "
+            f"{int(rank[k])} = {n - int(rank[k])}"
         )
 
     def state_bounds(self, problem):

@@ -21,7 +21,6 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._dynamics import _step
 from ._coordinates import AbstractStateCoordinates
 from ._ocp import OptimalControlProblem
 
@@ -259,24 +258,11 @@ class AbstractNLP(eqx.Module):
 
     # -- the pieces at one point ---------------------------------------------------------
     def field(self, t, x, u, shared) -> Float[Array, " s"]:
-        r"""$f(t, x, u) = \dot x$ of the constrained dynamics: $(\dot q, \ddot q[, \dot\mu])$
-        in the default coordinates."""
+        r"""$f(t, x, u) = \dot x$ of the constrained dynamics in the node state's
+        coordinates (`coordinates.field`)."""
         pr = self.problem
         p = pr.params_at(self.parameters(shared), u)
-        q, qd, mu = self.coordinates.unpack(pr, t, x, p)
-        step = _step(
-            pr.system,
-            pr.prescription,
-            pr.constraint_solver,
-            None,
-            t,
-            q,
-            qd,
-            mu,
-            p,
-            np.asarray(pr.mask, dtype=bool),
-        )
-        return self.coordinates.rate(pr, t, x, p, step.qdd, step.lam)
+        return self.coordinates.field(pr, t, x, p)
 
     def manifold(self, t, x, u, shared):
         pr = self.problem
