@@ -142,3 +142,97 @@ def test_a_velocity_basis_that_does_not_fit_the_problem_is_refused_naming_why(ba
 def test_velocity_basis_must_be_callable():
     with pytest.raises(TypeError, match="velocity_basis.*function"):
         fit.Trapezoidal(4, velocity_basis="S")
+
+
+# ---------------------------------------------------------------------------------------
+# The snake cart through singular configurations (Briggs 2016, §1.2).
+
+
+def snake_basis(t, q, p):
+    r"""A smooth basis of the closure of the snake cart's distribution: the body moves
+    along $(\cos\phi\cos\theta, \cos\phi\sin\theta, \tfrac2\ell\sin\phi)$ (the rotation
+    about the instantaneous centre, scaled by $\cos\phi$ so that it stays finite at
+    $\phi = \pm\pi/2$, where it is the turn on the spot) and the steering turns freely;
+    full column rank everywhere."""
+    th, ph = q[2], q[3]
+    c, z = jnp.cos(ph), jnp.zeros_like(ph)
+    return jnp.array(
+        [[c * jnp.cos(th), z], [c * jnp.sin(th), z], [2.0 / p["l"] * jnp.sin(ph), z], [z, z + 1.0]]
+    )
+
+
+def _snake(T):
+    """The steering problem of the snake cart over `T` (to the pose the default torque
+    reaches) and the default torque's trajectory (saved on 1001 points)."""
+    import diffrax
+
+    model = cx.models.snake_cart()
+    ts = jnp.linspace(0.0, T, 1001)
+    tight = diffrax.PIDController(rtol=1e-11, atol=1e-11)
+    reference = cx.simulate(model.system, model.q0, model.qd0, model.params, t1=T,
+                            saveat=diffrax.SaveAt(ts=ts), stepsize_controller=tight,
+                            constraint_solver=cx.AutoSolver(), max_steps=100_000)  # fmt: skip
+    force = lambda t, q, qd, p: jnp.stack([0 * t, 0 * t, 0 * t, p["u"][0]])  # noqa: E731
+    system = cx.System(model.system.lagrangian, model.system.constraints, force=force)
+    problem = fit.OptimalControlProblem(
+        system,
+        {**model.params, "u": jnp.zeros(1)},
+        control=lambda p: p["u"],
+        t1=T,
+        q0=model.q0,
+        qd0=model.qd0,
+        terminal_constraint=lambda t, q, qd, p: q - reference.q[-1],
+        running_cost=lambda t, q, qd, u, p: u @ u,
+        constraint_solver=cx.AutoSolver(),
+    )
+    return model, problem, reference
+
+
+def _crossings(phi) -> int:
+    return int(np.abs(np.diff(np.round((np.asarray(phi) - np.pi / 2) / np.pi))).sum())
+
+
+def test_snake_cart_on_a_smooth_basis_follows_simulate_through_seven_singular_crossings():
+    """Maggi's equations on the smooth basis, integrated with diffrax under the default
+    torque for 10 s (seven crossings of φ = ±π/2, where the wheel rows coincide), land
+    where `cx.simulate` of the constrained system (rank-robust saddle-point solve) does,
+    to 1e-8: the quasi-velocity field is the library's dynamics, also through the
+    singular configurations."""
+    import diffrax
+
+    T = 10.0
+    model, problem, reference = _snake(T)
+    assert _crossings(reference.q[:, 3]) == 7
+    nlp = fit.HermiteSimpson(4, velocity_basis=snake_basis).nlp(problem)
+    amp, w = model.params["tau_amp"], model.params["tau_freq"]
+    S0 = snake_basis(0.0, model.q0, model.params)
+    v0 = jnp.linalg.lstsq(S0, model.qd0)[0]
+    field = lambda t, x, args: nlp.field(t, x, jnp.atleast_1d(amp * jnp.sin(w * t)), jnp.zeros(0))  # noqa: E731
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(field), diffrax.Tsit5(), 0.0, T, 0.01,
+        jnp.concatenate([model.q0, v0]),
+        stepsize_controller=diffrax.PIDController(rtol=1e-11, atol=1e-11), max_steps=100_000,
+    )  # fmt: skip
+    q, v = sol.ys[-1, :4], sol.ys[-1, 4:]
+    np.testing.assert_allclose(q, reference.q[-1], atol=1e-8)
+    np.testing.assert_allclose(snake_basis(T, q, model.params) @ v, reference.qd[-1], atol=1e-8)
+
+
+def test_snake_cart_steered_through_seven_singular_crossings_on_quasi_velocities():
+    """The steering problem over 10 s (seven crossings, where collocation in the default
+    coordinates does not converge at N = 80–120: `benchmarks/results/trajopt_singular_cpu.md`)
+    on the smooth basis: solved, still seven crossings, the wheel rows at every node to
+    1e-8, less effort than the default torque's (feasible), and the replay through the
+    exact dynamics on the nodes."""
+    model, problem, reference = _snake(10.0)
+    amp, w = model.params["tau_amp"], model.params["tau_freq"]
+    ts = reference.ts
+    default_effort = float(jnp.trapezoid((amp * jnp.sin(w * ts)) ** 2, ts))
+    sol = fit.solve_optimal_control(
+        problem, reference, transcription=fit.HermiteSimpson(80, velocity_basis=snake_basis)
+    )
+    assert sol.success, (sol.status, sol.violated)
+    assert _crossings(sol.q[:, 3]) == 7
+    assert sol.manifold_violation <= 1e-8 and sol.terminal_error <= 1e-8
+    assert sol.objective < default_effort
+    assert sol.replay_error() <= 1e-3
