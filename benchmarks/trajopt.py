@@ -638,6 +638,26 @@ def markdown(result: dict) -> str:
                 f"{r['first_minus_warm_s']:.1f} s "
                 f"(NLP {r['nlp_variables']} variables, {r['nlp_constraints']} constraints)"
             )
+    pairs = result.get("interleaved")
+    if pairs:
+        lines += [
+            "",
+            "Like for like, interleaved: CasADi's parking program and constrax's trapezoid on "
+            "quasi-velocities (the same program, the same iterates) from CasADi's perturbed "
+            f"start, solved alternately {pairs[0]['rounds']} times each in one process; wall "
+            "time of a solve, minimum (median).",
+            "",
+        ]
+        rows = [
+            [
+                r["N"],
+                f"{r['casadi']['min_s']:.3f} ({r['casadi']['median_s']:.3f})",
+                f"{r['constrax']['min_s']:.3f} ({r['constrax']['median_s']:.3f})",
+                f"{r['ratio_min']:.2f} ({r['ratio_median']:.2f})",
+            ]
+            for r in pairs
+        ]
+        lines += md_table(["N", "casadi s", "constrax s", "constrax / casadi"], rows)
     survey = result.get("survey")
     if survey:
         lines += [
@@ -662,6 +682,45 @@ def markdown(result: dict) -> str:
         lines += md_table(["N", "contender", "reached", "objectives of the others"], rows)
     lines.append("")
     return "\n".join(lines)
+
+
+def interleaved(problem, N: int, rounds: int = 15) -> dict | None:
+    """CasADi's parking program and constrax's trapezoid on quasi-velocities (the same
+    program) from CasADi's perturbed start, solved alternately `rounds` times each in one
+    process (the same iterates: a ratio of implementations, with the machine's load shared
+    alike); minimum and median wall times."""
+    if ca is None:
+        return None
+    opti, X, U, J, X0, U0, xb, ub = _casadi_parking(N)
+    X0, U0 = _perturb_casadi(X0, U0, 1e-2, 0, xb, ub)
+    opti.set_initial(X, X0)
+    opti.set_initial(U, U0)
+    opti.solver("ipopt", {"print_time": False}, {"print_level": 0, "sb": "yes", **IPOPT_OPTIONS})
+    transcription = cx.fit.Trapezoidal(N, velocity_basis=knife_basis)
+    solver = cx.fit.IPOPT(
+        tol=IPOPT_OPTIONS["tol"], constr_viol_tol=IPOPT_OPTIONS["constr_viol_tol"]
+    )
+    guess = casadi_parking_guess(N)
+    run = {
+        "casadi": opti.solve,
+        "constrax": lambda: cx.fit.solve_optimal_control(
+            problem, guess, transcription=transcription, solver=solver
+        ),
+    }
+    walls = {name: [] for name in run}
+    for fn in run.values():
+        fn()  # build / compile
+    for _ in range(rounds):
+        for name, fn in run.items():
+            t0 = time.perf_counter()
+            fn()
+            walls[name].append(time.perf_counter() - t0)
+    out = {"N": N, "rounds": rounds}
+    for name, w in walls.items():
+        out[name] = {"min_s": min(w), "median_s": statistics.median(w)}
+    out["ratio_min"] = out["constrax"]["min_s"] / out["casadi"]["min_s"]
+    out["ratio_median"] = out["constrax"]["median_s"] / out["casadi"]["median_s"]
+    return out
 
 
 def seed_survey(problem, seeds, within: float = 0.02) -> dict:
@@ -794,6 +853,10 @@ def main(argv=None) -> None:
             transcription=shooting, hessian=hessian,
         )  # fmt: skip
         log(row)
+    pairs = [interleaved(problems["parking"], N) for N in (50, 100)]
+    for r in pairs:
+        if r is not None:
+            print(f"  interleaved N={r['N']}: ratio {r['ratio_min']:.2f} (min)", flush=True)
     survey = seed_survey(problems["parking"], range(10))
     for r in survey["rows"]:
         print(f"  survey N={r['N']} {r['contender']}: {r['reached']} / {len(r['ok'])}", flush=True)
@@ -811,6 +874,7 @@ def main(argv=None) -> None:
         "machine": machine,
         "rows": rows,
         "survey": survey,
+        "interleaved": [r for r in pairs if r is not None],
         "wall_s": time.perf_counter() - start,
     }
     write_json(os.path.join(args.out, "trajopt_cpu.json"), result)

@@ -322,7 +322,7 @@ class QuasiVelocities(AbstractStateCoordinates):
                 out.append((node, 0, np.asarray(q)))
             if qd is None:
                 continue
-            if q is None:  # zero (checked in check_problem): v = 0 whatever q
+            if q is None:  # zero (checked in `of`): v = 0 whatever q
                 out.append((node, n, np.zeros(self.size(problem) - n)))
                 continue
             S = np.asarray(_basis(self, jnp.asarray(t, problem.t1.dtype), q, p))
