@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from fit_problems import crossings, snake_steering
 from test_optimal_control import KNIFE, _knife_basis as knife_basis, _pendulum, parking
 
 import constrax as cx
@@ -161,38 +162,7 @@ def snake_basis(t, q, p):
     )
 
 
-def _snake(T):
-    """The steering problem of the snake cart over `T` (to the pose the default torque
-    reaches) and the default torque's trajectory (saved on 1001 points)."""
-    import diffrax
-
-    model = cx.models.snake_cart()
-    ts = jnp.linspace(0.0, T, 1001)
-    tight = diffrax.PIDController(rtol=1e-11, atol=1e-11)
-    reference = cx.simulate(model.system, model.q0, model.qd0, model.params, t1=T,
-                            saveat=diffrax.SaveAt(ts=ts), stepsize_controller=tight,
-                            constraint_solver=cx.AutoSolver(), max_steps=100_000)  # fmt: skip
-    force = lambda t, q, qd, p: jnp.stack([0 * t, 0 * t, 0 * t, p["u"][0]])  # noqa: E731
-    system = cx.System(model.system.lagrangian, model.system.constraints, force=force)
-    problem = fit.OptimalControlProblem(
-        system,
-        {**model.params, "u": jnp.zeros(1)},
-        control=lambda p: p["u"],
-        t1=T,
-        q0=model.q0,
-        qd0=model.qd0,
-        terminal_constraint=lambda t, q, qd, p: q - reference.q[-1],
-        running_cost=lambda t, q, qd, u, p: u @ u,
-        constraint_solver=cx.AutoSolver(),
-    )
-    return model, problem, reference
-
-
-def _crossings(phi) -> int:
-    return int(np.abs(np.diff(np.round((np.asarray(phi) - np.pi / 2) / np.pi))).sum())
-
-
-def test_snake_cart_on_a_smooth_basis_follows_simulate_through_seven_singular_crossings():
+def test_snake_cart_on_a_smooth_basis_follows_simulate_through_seven_singularcrossings():
     """Maggi's equations on the smooth basis, integrated with diffrax under the default
     torque for 10 s (seven crossings of φ = ±π/2, where the wheel rows coincide), land
     where `cx.simulate` of the constrained system (rank-robust saddle-point solve) does,
@@ -201,8 +171,8 @@ def test_snake_cart_on_a_smooth_basis_follows_simulate_through_seven_singular_cr
     import diffrax
 
     T = 10.0
-    model, problem, reference = _snake(T)
-    assert _crossings(reference.q[:, 3]) == 7
+    model, problem, reference = snake_steering(T)
+    assert crossings(reference.q[:, 3]) == 7
     nlp = fit.HermiteSimpson(4, velocity_basis=snake_basis).nlp(problem)
     amp, w = model.params["tau_amp"], model.params["tau_freq"]
     S0 = snake_basis(0.0, model.q0, model.params)
@@ -224,7 +194,7 @@ def test_snake_cart_steered_through_seven_singular_crossings_on_quasi_velocities
     on the smooth basis: solved, still seven crossings, the wheel rows at every node to
     1e-8, less effort than the default torque's (feasible), and the replay through the
     exact dynamics on the nodes."""
-    model, problem, reference = _snake(10.0)
+    model, problem, reference = snake_steering(10.0)
     amp, w = model.params["tau_amp"], model.params["tau_freq"]
     ts = reference.ts
     default_effort = float(jnp.trapezoid((amp * jnp.sin(w * ts)) ** 2, ts))
@@ -232,7 +202,7 @@ def test_snake_cart_steered_through_seven_singular_crossings_on_quasi_velocities
         problem, reference, transcription=fit.HermiteSimpson(80, velocity_basis=snake_basis)
     )
     assert sol.success, (sol.status, sol.violated)
-    assert _crossings(sol.q[:, 3]) == 7
+    assert crossings(sol.q[:, 3]) == 7
     assert sol.manifold_violation <= 1e-8 and sol.terminal_error <= 1e-8
     assert sol.objective < default_effort
     assert sol.replay_error() <= 1e-3

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from fit_problems import double_integrator
+from fit_problems import crossings, double_integrator, snake_steering
 
 import constrax as cx
 from constrax import models
@@ -505,32 +505,10 @@ def test_snake_cart_steered_through_two_singular_crossings_with_less_effort():
     wheel rows coincide): the rank-robust solver at the nodes, a solution that crosses
     both singularities with the wheel rows held to 1e-8 and less effort than the default
     torque's (which is feasible), replaying onto its nodes."""
-    import diffrax
-
-    model = models.snake_cart()
-    T = 3.0
-    ts = jnp.linspace(0.0, T, 301)
-    reference = cx.simulate(model.system, model.q0, model.qd0, model.params, t1=T,
-                            saveat=diffrax.SaveAt(ts=ts))  # fmt: skip
-    crossings = lambda phi: int(
-        np.abs(np.diff(np.round((np.asarray(phi) - np.pi / 2) / np.pi))).sum()
-    )
+    model, problem, reference = snake_steering(3.0, points=301)
     assert crossings(reference.q[:, 3]) == 2
-    tau = model.params["tau_amp"] * jnp.sin(model.params["tau_freq"] * ts)
-    default_effort = float(jnp.trapezoid(tau**2, ts))
-    force = lambda t, q, qd, p: jnp.stack([0 * t, 0 * t, 0 * t, p["u"][0]])
-    system = cx.System(model.system.lagrangian, model.system.constraints, force=force)
-    problem = fit.OptimalControlProblem(
-        system,
-        {**model.params, "u": jnp.zeros(1)},
-        control=lambda p: p["u"],
-        t1=T,
-        q0=model.q0,
-        qd0=model.qd0,
-        terminal_constraint=lambda t, q, qd, p: q - reference.q[-1],
-        running_cost=_effort,
-        constraint_solver=cx.AutoSolver(),
-    )
+    tau = model.params["tau_amp"] * jnp.sin(model.params["tau_freq"] * reference.ts)
+    default_effort = float(jnp.trapezoid(tau**2, reference.ts))
     sol = fit.solve_optimal_control(problem, reference, transcription=fit.HermiteSimpson(40))
     assert sol.success, (sol.status, sol.violated)
     assert crossings(sol.q[:, 3]) == 2
