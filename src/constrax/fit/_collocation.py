@@ -59,7 +59,15 @@ from ._transcription import (
 
 class _AbstractCollocation(AbstractTranscription):
     """Direct collocation on `intervals` equal intervals of $[t_0, t_1]$ (module
-    docstring): the scheme is the NLP class's."""
+    docstring): the scheme is the NLP class's.
+
+    `velocity_basis` (optional) is a basis $S(t, q, p)$ `(n, k)` of the kernel of the
+    velocity rows (e.g. the knife edge's $[[\cos\theta, 0], [\sin\theta, 0], [0, 1]]$):
+    the node state is then $(q, v)$ with $\dot q = S v$ (Maggi's quasi-velocities, moved by
+    Maggi's equations), only the position rows are imposed at the nodes, and the program
+    has the size of a hand-reduced model (`QuasiVelocities`; docs page "Trajectory
+    optimisation", section "Quasi-velocities"). Checked at the nodes of the guess and of
+    the solution."""
 
     intervals: eqx.AbstractVar[int]
     velocity_basis: eqx.AbstractVar[Callable | None]
@@ -400,13 +408,9 @@ class HermiteSimpson(_AbstractCollocation):
     **Arguments:**
 
     - `intervals`: number of equal intervals $N$ (default 50).
-    - `velocity_basis`: optional `(t, q, p) -> S (n, k)`, a basis of the kernel of the
-      velocity rows (e.g. the knife edge's $[[\cos\theta, 0], [\sin\theta, 0], [0, 1]]$):
-      the node state is then $(q, v)$ with $\dot q = S v$ (Maggi's quasi-velocities), only
-      the position rows are imposed at the nodes, and the program has the size of a
-      hand-reduced model (docs page "Trajectory optimisation", section
-      "Quasi-velocities"). Checked at the nodes of the guess (the velocity rows vanish on
-      its span, whose dimension is the kernel's) and of the solution.
+    - `velocity_basis`: optional `(t, q, p) -> S (n, k)` spanning the kernel of the
+      velocity rows: node states $(q, v)$, $\dot q = S v$, checked at the nodes (docs
+      page "Trajectory optimisation", section "Quasi-velocities").
 
     **Example:** `cx.fit.HermiteSimpson(intervals=50)`
     """
@@ -428,13 +432,9 @@ class Trapezoidal(_AbstractCollocation):
     **Arguments:**
 
     - `intervals`: number of equal intervals $N$ (default 50).
-    - `velocity_basis`: optional `(t, q, p) -> S (n, k)`, a basis of the kernel of the
-      velocity rows (e.g. the knife edge's $[[\cos\theta, 0], [\sin\theta, 0], [0, 1]]$):
-      the node state is then $(q, v)$ with $\dot q = S v$ (Maggi's quasi-velocities), only
-      the position rows are imposed at the nodes, and the program has the size of a
-      hand-reduced model (docs page "Trajectory optimisation", section
-      "Quasi-velocities"). Checked at the nodes of the guess (the velocity rows vanish on
-      its span, whose dimension is the kernel's) and of the solution.
+    - `velocity_basis`: optional `(t, q, p) -> S (n, k)` spanning the kernel of the
+      velocity rows: node states $(q, v)$, $\dot q = S v$, checked at the nodes (docs
+      page "Trajectory optimisation", section "Quasi-velocities").
 
     **Example:** `cx.fit.Trapezoidal(intervals=100)`
     """
