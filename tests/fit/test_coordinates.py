@@ -140,6 +140,26 @@ def test_a_velocity_basis_that_does_not_fit_the_problem_is_refused_naming_why(ba
         )
 
 
+def test_a_solved_program_whose_basis_breaks_the_velocity_rows_is_not_a_success():
+    """A constant basis (forward along x, turn) fits the knife edge only at θ = 0, where
+    the guess lies (so the guess's check passes); driven to x = 1 with a quarter turn, IPOPT
+    solves its program, but the no-slip row fails at the solution's nodes: the status
+    says `solved`, `success` says no, and the row is named."""
+    constant = lambda t, q, p: jnp.array([[1.0, 0.0], [0.0, 0.0], [0.0, 1.0]])  # noqa: E731
+    problem = parking(q1=jnp.array([1.0, 0.0, 0.5]))
+
+    def guess(t):  # the line in x at θ = 0
+        return np.array([t / 5.0, 0.0, 0.0]), np.array([0.2, 0.0, 0.0]), np.zeros(2)
+
+    sol = fit.solve_optimal_control(
+        problem, guess, transcription=fit.Trapezoidal(20, velocity_basis=constant)
+    )
+    assert sol.status == "solved"
+    assert not sol.success
+    assert sol.manifold_violation > 1e-3 and sol.constraint_violation > 1e-3
+    assert any("no_side_slip" in v for v in sol.violated), sol.violated
+
+
 def test_velocity_basis_must_be_callable():
     with pytest.raises(TypeError, match="velocity_basis.*function"):
         fit.Trapezoidal(4, velocity_basis="S")

@@ -58,7 +58,7 @@ from ._transcription import (
 
 
 class _AbstractCollocation(AbstractTranscription):
-    """Direct collocation on `intervals` equal intervals of $[t_0, t_1]$ (module
+    r"""Direct collocation on `intervals` equal intervals of $[t_0, t_1]$ (module
     docstring): the scheme is the NLP class's.
 
     `velocity_basis` (optional) is a basis $S(t, q, p)$ `(n, k)` of the kernel of the
