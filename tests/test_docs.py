@@ -605,6 +605,8 @@ _EXAMPLES = _docstring_examples()
 )
 def test_docstring_example_runs(name, ns, code, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # examples that write files (checkpoints) write them here
+    if "from_mjcf" in code:  # the MJCF bridge's examples need the optional `mjcf` extra
+        pytest.importorskip("mujoco", reason="pip install 'constrax[mjcf]' (.ci/run does)")
     env = _example_namespace(ns, heavy=bool(_SLOW_EXAMPLE.search(code)))
     if name == "constrax.fit.TrajectoryProblem":
         env["system"] = env["steered_system"]
