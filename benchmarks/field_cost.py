@@ -13,12 +13,13 @@ the defaults and the hand-written field can be read off:
    (`jnp.linalg.solve` of the saddle matrix), then the engine's field with `KKT()` or
    `AutoSolver()`, with `stabilisation=None` or the default `StepProjection()`, with and
    without the consistency check of the rank-robust solvers (`consistency_rtol`).
-2. **The dense linear algebra alone** at the same sizes: an LU factorisation
-   (`jax.scipy.linalg.lu_factor`), the factorisation and one solve with it, the
-   factorisation and two solves (what `StepProjection` needs: the projection of the
-   velocity, then the accelerations), the same with the forward and back substitutions
-   written out row by row in `jax.numpy` instead of LAPACK's triangular solves, and
-   `jnp.linalg.solve`.
+2. **The dense linear algebra alone** at the sizes 4, 6, 8, 10, 12 and 15: an LU
+   factorisation (`jax.scipy.linalg.lu_factor`), the factorisation and one solve with it,
+   the factorisation and two solves (what `StepProjection` needs: the projection of the
+   velocity, then the accelerations) with LAPACK's triangular solves, the same with the
+   engine's forward and back substitutions written out in `jax.numpy` (what `KKT` and
+   `AutoSolver` use up to `constrax._solve.SUBSTITUTION_MAX_SIZE`), and
+   `jnp.linalg.solve`: where the engine's threshold comes from.
 
 Each timing is the minimum over repeats of a `lax.fori_loop` of 20 000 evaluations inside
 one `jit` (the state moved a little at each iteration, so nothing is hoisted), divided by
@@ -47,9 +48,11 @@ from benchmarks._report import loadavg, machine_info, write_results  # noqa: E40
 from benchmarks.cases.chain import maximal_hand_vf  # noqa: E402
 from benchmarks.stabilisation import SNAKE, SNAKE_SYSTEM, snake_hand_vf, snake_state  # noqa: E402
 from constrax._simulate import _VectorField  # noqa: E402
+from constrax._solve import substitution_solve  # noqa: E402
 from constrax._tolerances import consistency_rtol  # noqa: E402
 
 EVALS = 20_000
+SIZES = (4, 6, 8, 10, 12, 15)  # of the saddle matrix, for the linear algebra alone
 
 
 def _per_call(body, x0, repeats: int) -> tuple[float, float]:
@@ -65,22 +68,6 @@ def _per_call(body, x0, repeats: int) -> tuple[float, float]:
         jax.block_until_ready(loop(x0))
         best = min(best, time.perf_counter() - t)
     return best / EVALS, compile_s
-
-
-def _substitution(lu, perm, b):
-    """$K^{-1}b$ from $PK = LU$ by forward and back substitution written out row by row
-    (for comparison only: one small XLA operation per row instead of LAPACK's triangular
-    solves)."""
-    n = b.shape[0]
-    x = b[perm]
-    y = [x[0]]
-    for i in range(1, n):
-        y.append(x[i] - jnp.sum(lu[i, :i] * jnp.stack(y)))
-    z = [None] * n
-    z[n - 1] = y[n - 1] / lu[n - 1, n - 1]
-    for i in reversed(range(n - 1)):
-        z[i] = (y[i] - jnp.sum(lu[i, i + 1 :] * jnp.stack(z[i + 1 :]))) / lu[i, i]
-    return jnp.stack(z)
 
 
 def _fields(system, hand_vf, mask):
@@ -128,13 +115,13 @@ def algebra_rows(size: int, repeats: int) -> list[dict]:
 
     def two_substituted(K, x):
         lu, _, perm = jax.lax.linalg.lu(K)
-        return _substitution(lu, perm, _substitution(lu, perm, x) + x)
+        return substitution_solve(lu, perm, substitution_solve(lu, perm, x) + x)
 
     parts = {
         "LU factorisation": factor,
         "LU + one solve": one,
         "LU + two solves": two,
-        "LU + two solves, substitution written out": two_substituted,
+        "LU + two solves, the engine's substitutions": two_substituted,
         "jnp.linalg.solve": jnp.linalg.solve,
     }
     rows = []
@@ -195,7 +182,7 @@ def main():
         "5-link chain, maximal", chain.system, maximal_hand_vf, chain.q0, chain.qd0,
         chain.params, args.repeats,
     )  # fmt: skip
-    algebra = algebra_rows(6, args.repeats) + algebra_rows(15, args.repeats)
+    algebra = [row for size in SIZES for row in algebra_rows(size, args.repeats)]
     result = dict(machine=machine_info(), fields=fields, algebra=algebra)
     result["machine"]["loadavg_at_end"] = loadavg()
     report = _report(result)

@@ -30,6 +30,7 @@ import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
+import numpy as np
 from jaxtyping import Array, Float, Int
 
 from ._guards import checked
@@ -80,9 +81,46 @@ class AbstractConstraintSolver(eqx.Module):
 class _KKTState(eqx.Module):
     K: Array  # the saddle matrix; derivatives flow through it, not through the LU
     lu: Array
-    piv: Array
+    piv: Array  # LAPACK's row interchanges (`jax.scipy.linalg.lu_solve`)
+    perm: Array  # the same as a permutation: (PK)[i] = K[perm[i]]
     singular: Array
     n: int = eqx.field(static=True)
+
+
+# Saddle matrices up to this size are solved with the forward and back substitutions
+# written out in `jax.numpy` (`substitution_solve`), which XLA fuses, instead of LAPACK's
+# triangular solves, whose fixed cost per call dominates a small matrix; above it LAPACK's
+# are faster (`benchmarks/field_cost.py`; docs/concepts/stabilisation.md, "Where one
+# evaluation's time goes").
+SUBSTITUTION_MAX_SIZE = 8
+
+
+def _substitute(T, b, *, lower: bool):
+    r"""$x$ with $Tx = b$ for the lower (or upper) triangle of `T`, whose diagonal is taken
+    to be ones: column by column, each unknown found is eliminated from the rest of `b` by
+    one vector operation (a few equations per column; the entries above (below) `T`'s
+    diagonal are not read)."""
+    n = b.shape[0]
+    strict = T * (np.tri(n, k=-1) if lower else np.tri(n, k=-1).T).astype(T.dtype)
+    for j in range(n - 1) if lower else range(n - 1, 0, -1):
+        b = b - b[j] * strict[:, j]
+    return b
+
+
+def substitution_solve(lu, perm, r):
+    r"""$K^{-1}r$ from $PK = LU$ (`jax.lax.linalg.lu`'s `lu` and `permutation`):
+    $Ly = Pr$, then $D^{-1}Ux = D^{-1}y$ ($D$ the diagonal of $U$), by `_substitute`."""
+    d = jnp.diagonal(lu)
+    y = _substitute(lu, r[perm], lower=True)
+    return _substitute(lu / d[:, None], y / d, lower=False)
+
+
+def _lu_solve(state: _KKTState, r):
+    """$K^{-1}r$: `substitution_solve` for a small matrix (`SUBSTITUTION_MAX_SIZE`),
+    LAPACK's `lu_solve` otherwise."""
+    if state.lu.shape[0] > SUBSTITUTION_MAX_SIZE:
+        return jsl.lu_solve((state.lu, state.piv), r)
+    return substitution_solve(state.lu, state.perm, r)
 
 
 class KKT(AbstractConstraintSolver):
@@ -103,14 +141,17 @@ class KKT(AbstractConstraintSolver):
 
     def _factor(self, W, A):
         n, m = W.shape[0], A.shape[0]
+        # A Hessian of the Lagrangian, symmetric up to the rounding of autodiff: made exactly
+        # so, K is symmetric and its transpose's solves are its own (`_solve`).
+        W = 0.5 * (W + W.T)
         K = jnp.block([[W, A.T], [A, jnp.zeros((m, m), W.dtype)]])
-        lu, piv = jsl.lu_factor(jax.lax.stop_gradient(K))
+        lu, piv, perm = jax.lax.linalg.lu(jax.lax.stop_gradient(K))
         d = jnp.abs(jnp.ravel(lu)[:: n + m + 1])
         rtol = pivot_rtol(W.dtype) if self.pivot_rtol is None else self.pivot_rtol
         singular = jax.lax.stop_gradient(
             ~jnp.all(jnp.isfinite(d)) | (jnp.min(d) <= rtol * jnp.max(d))
         )
-        return _KKTState(K, lu, piv, singular, n)
+        return _KKTState(K, lu, piv, perm, singular, n)
 
     def factor(self, W, A):
         return self._factor(W, A)
@@ -118,13 +159,13 @@ class KKT(AbstractConstraintSolver):
     def _solve(self, state, rhs):
         # Implicit differentiation (as `jnp.linalg.solve`): d(K^{-1} r) = K^{-1}(dr - dK x)
         # reuses the LU for the tangent/cotangent solves instead of differentiating the LU
-        # factorisation itself. Same forward values; cheaper gradients.
-        lu_piv = (state.lu, state.piv)
+        # factorisation itself. Same forward values; cheaper gradients. K is symmetric
+        # (`_factor` symmetrises W), so the cotangent solves are solves with K too.
         out = jax.lax.custom_linear_solve(
             lambda x: state.K @ x,
             rhs,
-            solve=lambda _, x: jsl.lu_solve(lu_piv, x),
-            transpose_solve=lambda _, x: jsl.lu_solve(lu_piv, x, trans=1),
+            solve=lambda _, x: _lu_solve(state, x),
+            symmetric=True,
         )
         if self.throw:
             out = checked(out, state.singular, _SINGULAR_KKT)
@@ -274,6 +315,7 @@ class AutoSolver(AbstractConstraintSolver):
             jnp.where(singular, eye, kkt.K),
             jnp.where(singular, eye, kkt.lu),
             jnp.where(singular, jnp.arange(n + m, dtype=kkt.piv.dtype), kkt.piv),
+            jnp.where(singular, jnp.arange(n + m, dtype=kkt.perm.dtype), kkt.perm),
             singular,
             n,
         )
