@@ -23,6 +23,30 @@ import jax.numpy as jnp
 
 import constrax as cx
 
+# The defaults once more, traced with `KKT`'s small-matrix substitutions off: LAPACK's
+# triangular solves at every size, as the engine solved before 2026-11-27 (`lapack_solves`).
+LAPACK_DEFAULTS = "AutoSolver(), StepProjection(), consistency check, LAPACK's solves"
+
+
+def lapack_solves(f: Callable) -> Callable:
+    """`f`, traced with `constrax._solve.SUBSTITUTION_MAX_SIZE = 0` (the saddle solves of
+    every size by LAPACK's triangular solves; the setting is read when `f` is traced). JAX's
+    caches are cleared before and after, so that no nested `jit` reuses a trace made under
+    the other setting."""
+    from constrax import _solve
+
+    def traced(*args, **kwargs):
+        saved = _solve.SUBSTITUTION_MAX_SIZE
+        _solve.SUBSTITUTION_MAX_SIZE = 0
+        jax.clear_caches()
+        try:
+            return f(*args, **kwargs)
+        finally:
+            _solve.SUBSTITUTION_MAX_SIZE = saved
+            jax.clear_caches()
+
+    return traced
+
 
 def require_x64() -> None:
     """Raise unless `jax_enable_x64` is on (every benchmark figure is float64)."""

@@ -12,7 +12,10 @@ the defaults and the hand-written field can be read off:
    (n = 10, five holonomic rows: 15 x 15), per evaluation: the hand-written field
    (`jnp.linalg.solve` of the saddle matrix), then the engine's field with `KKT()` or
    `AutoSolver()`, with `stabilisation=None` or the default `StepProjection()`, with and
-   without the consistency check of the rank-robust solvers (`consistency_rtol`).
+   without the consistency check of the rank-robust solvers (`consistency_rtol`), and the
+   defaults once more with LAPACK's triangular solves at every size (the engine before it
+   wrote the substitutions of small saddle matrices out); each field and its VJP with
+   respect to the state and the parameters (the reverse pass of a gradient).
 2. **The dense linear algebra alone** at the sizes 4, 6, 8, 10, 12 and 15: an LU
    factorisation (`jax.scipy.linalg.lu_factor`), the factorisation and one solve with it,
    the factorisation and two solves (what `StepProjection` needs: the projection of the
@@ -21,10 +24,12 @@ the defaults and the hand-written field can be read off:
    `AutoSolver` use up to `constrax._solve.SUBSTITUTION_MAX_SIZE`), and
    `jnp.linalg.solve`: where the engine's threshold comes from.
 
-Each timing is the minimum over repeats of a `lax.fori_loop` of 20 000 evaluations inside
-one `jit` (the state moved a little at each iteration, so nothing is hoisted), divided by
-the number of evaluations: no dispatch, no Python; beside it, the seconds to lower and
-compile that loop. float64, CPU.
+Each timing is one `lax.fori_loop` of 20 000 evaluations inside one `jit` (the state moved
+a little at each iteration, so nothing is hoisted), divided by the number of evaluations:
+no dispatch, no Python. The loops of one table's system run in turn, round after round, and
+each keeps its fastest round (a burst of load on the shared machine slows a round of all of
+them, not every repeat of one). Beside each, the seconds to lower and compile its loop.
+float64, CPU.
 """
 
 import argparse
@@ -43,31 +48,39 @@ if __name__ == "__main__":  # the entry point: float64 before constrax makes an 
     jax.config.update("jax_enable_x64", True)
 
 import constrax as cx  # noqa: E402
-from benchmarks._cases import require_x64  # noqa: E402
+from benchmarks._cases import LAPACK_DEFAULTS, lapack_solves, require_x64  # noqa: E402
 from benchmarks._report import loadavg, machine_info, write_results  # noqa: E402
 from benchmarks.cases.chain import maximal_hand_vf  # noqa: E402
 from benchmarks.stabilisation import SNAKE, SNAKE_SYSTEM, snake_hand_vf, snake_state  # noqa: E402
 from constrax._simulate import _VectorField  # noqa: E402
-from constrax._solve import substitution_solve  # noqa: E402
+from constrax._solve import SUBSTITUTION_MAX_SIZE, substitution_solve  # noqa: E402
 from constrax._tolerances import consistency_rtol  # noqa: E402
 
 EVALS = 20_000
 SIZES = (4, 6, 8, 10, 12, 15)  # of the saddle matrix, for the linear algebra alone
 
 
-def _per_call(body, x0, repeats: int) -> tuple[float, float]:
-    """Seconds per call of `body(i, x) -> x`, from one jitted loop of `EVALS` calls, and the
-    seconds to lower and compile that loop."""
+def _compiled(body, x0) -> dict:
+    """One jitted loop of `EVALS` calls of `body(i, x) -> x`, compiled, with the seconds
+    its lowering and compilation took."""
     t = time.perf_counter()
     loop = jax.jit(lambda x: jax.lax.fori_loop(0, EVALS, body, x)).lower(x0).compile()
     compile_s = time.perf_counter() - t
     jax.block_until_ready(loop(x0))
-    best = np.inf
+    return dict(loop=loop, x0=x0, compile_s=compile_s)
+
+
+def _per_call(loops: list[dict], repeats: int) -> list[float]:
+    """Seconds per call of each compiled loop: the minimum over `repeats` rounds, each round
+    running every loop once in turn (a burst of load on a shared machine then slows one
+    round of all the loops, not every repeat of one)."""
+    best = [np.inf] * len(loops)
     for _ in range(repeats):
-        t = time.perf_counter()
-        jax.block_until_ready(loop(x0))
-        best = min(best, time.perf_counter() - t)
-    return best / EVALS, compile_s
+        for k, c in enumerate(loops):
+            t = time.perf_counter()
+            jax.block_until_ready(c["loop"](c["x0"]))
+            best[k] = min(best[k], time.perf_counter() - t)
+    return [b / EVALS for b in best]
 
 
 def _fields(system, hand_vf, mask):
@@ -80,20 +93,49 @@ def _fields(system, hand_vf, mask):
                 name = f"{solver_name}, {stab_name}" + (", consistency check" if rtol else "")
                 vf = _VectorField(system, cx.DAlembert(), solver, stab, mask, rtol)
                 out[name] = lambda t, y, p, vf=vf: vf.evaluate(t, y, p)
+    # The defaults once more with LAPACK's triangular solves at every size (as before the
+    # engine wrote small substitutions out), traced so (`lapack_solves`).
+    vf = _VectorField(
+        system, cx.DAlembert(), cx.AutoSolver(), cx.StepProjection(), mask,
+        consistency_rtol(jnp.float64),
+    )  # fmt: skip
+    out[LAPACK_DEFAULTS] = lapack_solves(lambda t, y, p: vf.evaluate(t, y, p))
     return out
 
 
 def field_rows(name, system, hand_vf, q0, qd0, p, repeats) -> list[dict]:
+    """Each field, and its VJP with respect to the state and the parameters (the reverse
+    pass of a gradient through a rollout), per evaluation."""
     mask = cx._layout.row_layout(system, jnp.zeros(()), q0, qd0, p).mask  # noqa: SLF001
-    rows = []
-    for label, f in _fields(system, hand_vf, mask).items():
+    fields = _fields(system, hand_vf, mask)
+    loops = []
+    for f in fields.values():
 
         def body(i, y, f=f):
             out = f(1e-3 * i, y, p)
             return (y[0] + 1e-9 * out[0], y[1] + 1e-9 * out[1])
 
-        s, compile_s = _per_call(body, (q0, qd0), repeats)
-        rows.append(dict(system=name, part=label, us=s * 1e6, compile_s=compile_s))
+        def vjp_body(i, c, f=f):
+            (y, pp) = c
+            out, vjp = jax.vjp(lambda y, pp: f(1e-3 * i, y, pp), y, pp)
+            gy, gp = vjp(out)
+            y = (y[0] + 1e-9 * gy[0], y[1] + 1e-9 * gy[1])
+            return y, jax.tree.map(lambda a, b: a + 1e-12 * b, pp, gp)
+
+        loops += [_compiled(body, (q0, qd0)), _compiled(vjp_body, ((q0, qd0), p))]
+    times = _per_call(loops, repeats)
+    rows = []
+    for k, label in enumerate(fields):
+        rows.append(
+            dict(
+                system=name,
+                part=label,
+                us=times[2 * k] * 1e6,
+                compile_s=loops[2 * k]["compile_s"],
+                vjp_us=times[2 * k + 1] * 1e6,
+                vjp_compile_s=loops[2 * k + 1]["compile_s"],
+            )
+        )
         print(rows[-1], flush=True)
     return rows
 
@@ -124,14 +166,18 @@ def algebra_rows(size: int, repeats: int) -> list[dict]:
         "LU + two solves, the engine's substitutions": two_substituted,
         "jnp.linalg.solve": jnp.linalg.solve,
     }
-    rows = []
-    for label, fn in parts.items():
+    loops = []
+    for fn in parts.values():
 
         def body(i, x, fn=fn):
             return x + 1e-9 * fn(K0 + 1e-9 * i, x)
 
-        s, compile_s = _per_call(body, jnp.ones(size), repeats)
-        rows.append(dict(system=f"{size} x {size}", part=label, us=s * 1e6, compile_s=compile_s))
+        loops.append(_compiled(body, jnp.ones(size)))
+    rows = []
+    for label, c, t in zip(parts, loops, _per_call(loops, repeats), strict=True):
+        rows.append(
+            dict(system=f"{size} x {size}", part=label, us=t * 1e6, compile_s=c["compile_s"])
+        )
         print(rows[-1], flush=True)
     return rows
 
@@ -146,31 +192,46 @@ def _report(result: dict) -> str:
         f"at end {m['loadavg_at_end']}",
         f"- versions: python {m['python']}, jax {m['jax']}, diffrax {m['diffrax']}, "
         f"equinox {m['equinox']}, constrax {m['constrax']}",
-        f"- µs per evaluation: minimum over repeats of one jitted `fori_loop` of {EVALS} "
-        "evaluations; float64",
+        f"- µs per evaluation: one jitted `fori_loop` of {EVALS} evaluations per row, the "
+        "loops of a table's system run in turn, minimum over the rounds; float64",
+        f"- saddle matrices up to {SUBSTITUTION_MAX_SIZE} x {SUBSTITUTION_MAX_SIZE} are "
+        "solved with the engine's substitutions, larger ones with LAPACK's",
         "",
+        "## The field, and its VJP with respect to the state and the parameters",
+        "",
+        "| system | field | µs | / first row | VJP µs | / first row | compile of the loops "
+        "(field / VJP) [s] |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for title, key in (("The field", "fields"), ("The dense linear algebra", "algebra")):
-        lines += [
-            f"## {title}",
-            "",
-            "| system | part | µs | / first row | compile of the loop [s] |",
-            "|---|---|---|---|---|",
-        ]
-        base = {}
-        for r in result[key]:
-            base.setdefault(r["system"], r["us"])
-            lines.append(
-                f"| {r['system']} | {r['part']} | {r['us']:.3f} | "
-                f"{r['us'] / base[r['system']]:.2f} | {r['compile_s']:.2f} |"
-            )
-        lines.append("")
+    base = {}
+    for r in result["fields"]:
+        b = base.setdefault(r["system"], r)
+        lines.append(
+            f"| {r['system']} | {r['part']} | {r['us']:.3f} | {r['us'] / b['us']:.2f} | "
+            f"{r['vjp_us']:.3f} | {r['vjp_us'] / b['vjp_us']:.2f} | "
+            f"{r['compile_s']:.2f} / {r['vjp_compile_s']:.2f} |"
+        )
+    lines += [
+        "",
+        "## The dense linear algebra",
+        "",
+        "| system | part | µs | / first row | compile of the loop [s] |",
+        "|---|---|---|---|---|",
+    ]
+    base = {}
+    for r in result["algebra"]:
+        base.setdefault(r["system"], r["us"])
+        lines.append(
+            f"| {r['system']} | {r['part']} | {r['us']:.3f} | "
+            f"{r['us'] / base[r['system']]:.2f} | {r['compile_s']:.2f} |"
+        )
+    lines.append("")
     return "\n".join(lines)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--out", default=None, help="folder for field_cost_cpu.{json,md}")
     args = parser.parse_args()
     require_x64()

@@ -9,13 +9,18 @@ Three measurements, each option of `stabilisation=` beside the hand-written vect
    and gradient time (gradient of the squared final state with respect to the five
    parameters), compile (trace + lower, XLA) and jaxpr size of the rollout, the largest
    velocity residual at t1. `cx.simulate`'s other defaults (AutoSolver, its step cap).
+   Beside them the defaults traced with LAPACK's triangular solves for the 6 x 6 saddle
+   matrix, as the engine solved before it wrote small substitutions out
+   (`benchmarks._cases.lapack_solves`).
 2. **Fixed step** (5-link pendulum chain in maximal coordinates, `cx.models.pendulum_chain`;
    Tsit5 at dt = 1e-3 to t = 1, one state and a batch of 256): time per step.
 3. **Protection** (1e5 steps of dt = 1e-3, Tsit5): the largest position and velocity
    residual at the end, on the snake cart, the tilted rolling disk and a 3-link chain in
    maximal coordinates, for the default and for `None` (skipped with --quick).
 
-Times are the minimum over repeats after a first (compiling) call, float64, CPU.
+The contenders of a table are compiled ahead of time and timed in turn, round after round,
+each keeping its fastest round (a burst of load on the shared machine then slows one round
+of all of them, not every repeat of one); compile times from cold caches. float64, CPU.
 """
 
 import argparse
@@ -35,7 +40,7 @@ if __name__ == "__main__":  # the entry point: float64 before constrax makes an 
     jax.config.update("jax_enable_x64", True)
 
 import constrax as cx  # noqa: E402
-from benchmarks._cases import require_x64  # noqa: E402
+from benchmarks._cases import LAPACK_DEFAULTS, lapack_solves, require_x64  # noqa: E402
 from benchmarks._report import loadavg, machine_info  # noqa: E402
 from benchmarks.cases.chain import maximal_hand_vf  # noqa: E402
 
@@ -178,26 +183,37 @@ def adaptive(repeats: int) -> list[dict]:
             return (tr.q[-1], tr.qd[-1]), tr.stats
 
         contenders[name] = run
+    contenders[LAPACK_DEFAULTS] = lapack_solves(contenders["StepProjection() (default)"])
+    compiled = {}
     for name, fn in contenders.items():
-        rollout = jax.jit(lambda q0, qd0, p, fn=fn: fn(q0, qd0, p)[0])
-        grad = jax.jit(jax.grad(lambda p, fn=fn: _loss(fn(q0, qd0, p)[0])))
+        rollout = lambda q0, qd0, p, fn=fn: fn(q0, qd0, p)[0]  # noqa: E731
+        grad = jax.grad(lambda p, fn=fn: _loss(fn(q0, qd0, p)[0]))
         (y1, stats) = jax.jit(fn)(q0, qd0, p)
         residual = float(jnp.max(jnp.abs(_snake_rows(y1[0], p) @ y1[1])))
-        t_lower, t_xla = _compile(lambda q0, qd0, p, fn=fn: fn(q0, qd0, p)[0], q0, qd0, p)
+        jax.clear_caches()  # every contender's compile from cold caches (`lapack_solves`)
+        t_lower, t_xla = _compile(rollout, q0, qd0, p)
+        compiled[name] = (
+            jax.jit(rollout).lower(q0, qd0, p).compile(),
+            jax.jit(grad).lower(p).compile(),
+        )
         rows.append(
             dict(
                 option=name,
                 accepted=int(stats["num_accepted_steps"]),
                 rejected=int(stats["num_rejected_steps"]),
-                rollout_s=_min_time(rollout, q0, qd0, p, repeats=repeats),
-                gradient_s=_min_time(grad, p, repeats=max(1, repeats // 2)),
                 trace_lower_s=t_lower,
                 xla_s=t_xla,
-                jaxpr_eqns=_eqns(lambda q0, qd0, p, fn=fn: fn(q0, qd0, p)[0], q0, qd0, p),
+                jaxpr_eqns=_eqns(rollout, q0, qd0, p),
                 velocity_residual=residual,
             )
         )
-        print(rows[-1], flush=True)
+    # Timed round after round, every contender once per round (compiled ahead of time: the
+    # cache clearing of `lapack_solves` does not touch them).
+    rollouts = _interleaved([r for r, _ in compiled.values()], (q0, qd0, p), repeats)
+    grads = _interleaved([g for _, g in compiled.values()], (p,), max(1, repeats // 2))
+    for row, rollout_s, gradient_s in zip(rows, rollouts, grads, strict=True):
+        row["rollout_s"], row["gradient_s"] = rollout_s, gradient_s
+        print(row, flush=True)
     return rows
 
 
@@ -230,12 +246,28 @@ def fixed_step(repeats: int, batch: int) -> list[dict]:
     rows = []
     for b in (1, batch):
         qb, qdb = jnp.tile(q0, (b, 1)), jnp.tile(qd0, (b, 1))
-        for name, fn in contenders.items():
-            f = jax.jit(jax.vmap(fn, in_axes=(0, 0, None)))
-            t = _min_time(f, qb, qdb, p, repeats=repeats)
+        fs = {
+            name: jax.jit(jax.vmap(fn, in_axes=(0, 0, None))).lower(qb, qdb, p).compile()
+            for name, fn in contenders.items()
+        }
+        for t, name in zip(_interleaved(list(fs.values()), (qb, qdb, p), repeats), fs, strict=True):
             rows.append(dict(option=name, batch=b, us_per_state_step=t / (b * steps) * 1e6))
             print(rows[-1], flush=True)
     return rows
+
+
+def _interleaved(fs: list, args: tuple, repeats: int) -> list[float]:
+    """The fastest of `repeats` rounds of each compiled `f(*args)`, every round running each
+    `f` once in turn (after one untimed call of each)."""
+    for f in fs:
+        jax.block_until_ready(f(*args))
+    best = [np.inf] * len(fs)
+    for _ in range(repeats):
+        for k, f in enumerate(fs):
+            t = time.perf_counter()
+            jax.block_until_ready(f(*args))
+            best[k] = min(best[k], time.perf_counter() - t)
+    return best
 
 
 def protection() -> list[dict]:
@@ -272,8 +304,12 @@ def _report(result: dict) -> str:
         f"at end {m['loadavg_at_end']}",
         f"- versions: python {m['python']}, jax {m['jax']}, diffrax {m['diffrax']}, "
         f"equinox {m['equinox']}, constrax {m['constrax']}",
-        "- one run; times are minima over repeats after a compiling call; compare ratios "
-        "within this run",
+        "- one run; the contenders (compiled ahead, one untimed call each) run in turn, "
+        "round after round, each keeping its fastest round; compile columns from cold "
+        "caches; compare ratios within this run",
+        f"- `{LAPACK_DEFAULTS}`: the defaults traced with LAPACK's triangular solves for the "
+        "saddle matrix (the engine before 2026-11-27; the snake cart's is 6 x 6, solved "
+        "with written-out substitutions since)",
         "",
         "## Adaptive: snake cart without singular crossing (Tsit5, rtol = atol = 1e-9, "
         "t in [0, 10])",

@@ -206,3 +206,55 @@ def test_auto_solver_gives_each_batch_element_the_result_of_its_own_path():
     assert np.all(np.isfinite(np.asarray(g_auto)))
     regular = np.array([0, 2])
     np.testing.assert_allclose(g_auto[regular], g_kkt[regular], rtol=1e-12)
+
+
+def _primitives(jaxpr) -> set[str]:
+    out = set()
+    for eqn in jaxpr.eqns:
+        out.add(eqn.primitive.name)
+        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+            out |= _primitives(sub)
+    return out
+
+
+@pytest.mark.parametrize("n, m", [(1, 1), (3, 1), (4, 2), (5, 3), (6, 2), (7, 2), (9, 3)])
+def test_small_saddle_systems_solved_by_written_out_substitutions_match_numpy(n, m):
+    # Up to 8 x 8 the KKT solves are substitutions in jax.numpy (no LAPACK triangular solve
+    # is traced), above it LAPACK's: either way the answer, its gradient under jit and vmap,
+    # and a projection equal the Schur-complement reference and central differences.
+    from constrax._solve import SUBSTITUTION_MAX_SIZE
+
+    W, A, f, b = _random_system(n + 10 * m, n, m)
+    solver = cx.KKT()
+
+    def solve(W, A, f, b):
+        return solver.solve(solver.factor(W, A), f, b)
+
+    prims = _primitives(jax.make_jaxpr(solve)(W, A, f, b).jaxpr)
+    assert ("triangular_solve" in prims) == (n + m > SUBSTITUTION_MAX_SIZE), prims
+    qdd, lam = jax.jit(solve)(W, A, f, b)
+    qdd_ref, lam_ref = _reference(W, A, f, b)
+    np.testing.assert_allclose(qdd, qdd_ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(lam, lam_ref, rtol=1e-12, atol=1e-12)
+
+    # A batch of scaled systems, and the gradient of a scalar of the solution with respect
+    # to every input against central differences.
+    scales = jnp.array([0.5, 1.0, 2.0])
+    batched = jax.jit(jax.vmap(lambda s: solve(s * W, A, f, b)[0]))(scales)
+    for s, row in zip(np.asarray(scales), np.asarray(batched), strict=True):
+        np.testing.assert_allclose(row, _reference(s * W, A, f, b)[0], rtol=1e-12, atol=1e-12)
+
+    def loss(x):
+        qdd, lam = solve(x * W, x * A, f, b)
+        return jnp.sum(jnp.sin(qdd)) + jnp.sum(lam**2)
+
+    def loss_ref(x):
+        qdd, lam = _reference(x * W, x * A, f, b)
+        return np.sum(np.sin(qdd)) + np.sum(lam**2)
+
+    h = 1e-6
+    fd = (loss_ref(1.0 + h) - loss_ref(1.0 - h)) / (2 * h)
+    np.testing.assert_allclose(jax.jit(jax.grad(loss))(1.0), fd, rtol=1e-7)
+    r = jnp.linspace(-1.0, 1.0, m)
+    delta = solver.project(solver.factor(W, A), r)
+    np.testing.assert_allclose(A @ delta, r, rtol=1e-12, atol=1e-12)

@@ -89,9 +89,10 @@ class _KKTState(eqx.Module):
 
 # Saddle matrices up to this size are solved with the forward and back substitutions
 # written out in `jax.numpy` (`substitution_solve`), which XLA fuses, instead of LAPACK's
-# triangular solves, whose fixed cost per call dominates a small matrix; above it LAPACK's
-# are faster (`benchmarks/field_cost.py`; docs/concepts/stabilisation.md, "Where one
-# evaluation's time goes").
+# triangular solves, whose fixed cost per call dominates a small matrix. The equations
+# traced grow with the size while the time saved shrinks (none left at 15 x 15):
+# `benchmarks/field_cost.py`; docs/concepts/stabilisation.md, "Where one evaluation's
+# time goes".
 SUBSTITUTION_MAX_SIZE = 8
 
 
