@@ -58,7 +58,7 @@ class TrajectoryProblem(AbstractProblem):
     params = {"m": 1.0, "I": 0.1, "u": cx.fit.PiecewiseLinear(knots0, 0.0, 4.0)}
     problem = cx.fit.TrajectoryProblem(system, q0, qd0, params, controls=lambda p: p["u"],
                                        t1=4.0, goal_q=jnp.array([0.0, 1.0, 0.0]),
-                                       goal_qd=jnp.zeros(3), effort_weight=1e-4)
+                                       goal_qd=jnp.zeros(3), effort_weight=1e-3)
     res = cx.fit.solve(problem, params)
     ```
     """
