@@ -89,23 +89,27 @@ class _KKTState(eqx.Module):
 
 # Saddle matrices up to this size are solved with the forward and back substitutions
 # written out in `jax.numpy` (`substitution_solve`), which XLA fuses, instead of LAPACK's
-# triangular solves, whose fixed cost per call dominates a small matrix. The equations
-# traced grow with the size while the time saved shrinks (none left at 15 x 15):
-# `benchmarks/field_cost.py`; docs/concepts/stabilisation.md, "Where one evaluation's
-# time goes".
-SUBSTITUTION_MAX_SIZE = 8
+# triangular solves, whose fixed cost per call dominates a small matrix and, under `vmap`,
+# is paid for every element of a batch. The equations traced grow with the size (three per
+# unknown and solve); at 15 x 15 the LU and two solves still take 0.8-0.9x LAPACK's time,
+# alone and per element of a batch: `benchmarks/field_cost.py`;
+# docs/concepts/stabilisation.md, "Where one evaluation's time goes".
+SUBSTITUTION_MAX_SIZE = 16
 
 
 def _substitute(T, b, *, lower: bool):
     r"""$x$ with $Tx = b$ for the lower (or upper) triangle of `T`, whose diagonal is taken
     to be ones: column by column, each unknown found is eliminated from the rest of `b` by
-    one vector operation (a few equations per column; the entries above (below) `T`'s
-    diagonal are not read)."""
+    one vector operation (three equations per column: `b` is kept as a column and the
+    columns of `T` are split off in one; the entries above (below) `T`'s diagonal are not
+    read)."""
     n = b.shape[0]
     strict = T * (np.tri(n, k=-1) if lower else np.tri(n, k=-1).T).astype(T.dtype)
+    columns = jnp.split(strict, n, axis=1)
+    b = b[:, None]
     for j in range(n - 1) if lower else range(n - 1, 0, -1):
-        b = b - b[j] * strict[:, j]
-    return b
+        b = b - jax.lax.slice(b, (j, 0), (j + 1, 1)) * columns[j]
+    return b[:, 0]
 
 
 def substitution_solve(lu, perm, r):
@@ -321,17 +325,23 @@ class AutoSolver(AbstractConstraintSolver):
             n,
         )
 
-        def regular():
+        def regular(W, A, singular):
             return jnp.zeros((n + m, n + m), W.dtype), jnp.asarray(m, jnp.int32)
 
-        def rank_robust():
+        # Rematerialised in a reverse pass: a differentiated `cond` saves the residuals of
+        # both branches, and this one's (a decomposition, n + m solves) would otherwise be
+        # filled in every step, singular or not (the chain's field VJP about 2x slower).
+        @jax.checkpoint
+        def rank_robust(W, A, singular):
             # The rank-robust operator, computed for every element of a batch.
             uk_solver = self._uk()
             uk = uk_solver.factor(W, A)
             qdd, lam = uk_solver.solve(uk, eye[:n], eye[n:])  # linear in (f, b): all columns
             return jnp.concatenate([qdd, -lam]), jnp.where(singular, uk_solver.rank(uk), m)
 
-        X, rank = jax.lax.cond(eqxi.unvmap_any(singular), rank_robust, regular)
+        X, rank = jax.lax.cond(
+            eqxi.unvmap_any(singular), rank_robust, regular, W, A, singular
+        )
         return _AutoState(safe, X, rank)
 
     def _select(self, state, kkt_out, rhs):
