@@ -16,13 +16,14 @@ the defaults and the hand-written field can be read off:
    defaults once more with LAPACK's triangular solves at every size (the engine before it
    wrote the substitutions of small saddle matrices out); each field and its VJP with
    respect to the state and the parameters (the reverse pass of a gradient).
-2. **The dense linear algebra alone** at the sizes 4, 6, 8, 10, 12 and 15: an LU
+2. **The dense linear algebra alone** at the sizes 4, 6, 8, 10, 12, 15 and 18: an LU
    factorisation (`jax.scipy.linalg.lu_factor`), the factorisation and one solve with it,
    the factorisation and two solves (what `StepProjection` needs: the projection of the
    velocity, then the accelerations) with LAPACK's triangular solves, the same with the
    engine's forward and back substitutions written out in `jax.numpy` (what `KKT` and
    `AutoSolver` use up to `constrax._solve.SUBSTITUTION_MAX_SIZE`), and
-   `jnp.linalg.solve`: where the engine's threshold comes from.
+   `jnp.linalg.solve`: where the engine's threshold comes from. Each alone, and per
+   element of a batch of 256 under `vmap` (200 evaluations of the batch per loop).
 
 Each timing is one `lax.fori_loop` of 20 000 evaluations inside one `jit` (the state moved
 a little at each iteration, so nothing is hoisted), divided by the number of evaluations:
@@ -57,17 +58,18 @@ from constrax._solve import SUBSTITUTION_MAX_SIZE, substitution_solve  # noqa: E
 from constrax._tolerances import consistency_rtol  # noqa: E402
 
 EVALS = 20_000
-SIZES = (4, 6, 8, 10, 12, 15)  # of the saddle matrix, for the linear algebra alone
+SIZES = (4, 6, 8, 10, 12, 15, 18)  # of the saddle matrix, for the linear algebra alone
+BATCH = 256  # for the linear algebra over a batch
 
 
-def _compiled(body, x0) -> dict:
-    """One jitted loop of `EVALS` calls of `body(i, x) -> x`, compiled, with the seconds
+def _compiled(body, x0, evals: int = EVALS) -> dict:
+    """One jitted loop of `evals` calls of `body(i, x) -> x`, compiled, with the seconds
     its lowering and compilation took."""
     t = time.perf_counter()
-    loop = jax.jit(lambda x: jax.lax.fori_loop(0, EVALS, body, x)).lower(x0).compile()
+    loop = jax.jit(lambda x: jax.lax.fori_loop(0, evals, body, x)).lower(x0).compile()
     compile_s = time.perf_counter() - t
     jax.block_until_ready(loop(x0))
-    return dict(loop=loop, x0=x0, compile_s=compile_s)
+    return dict(loop=loop, x0=x0, compile_s=compile_s, evals=evals)
 
 
 def _per_call(loops: list[dict], repeats: int) -> list[float]:
@@ -80,7 +82,7 @@ def _per_call(loops: list[dict], repeats: int) -> list[float]:
             t = time.perf_counter()
             jax.block_until_ready(c["loop"](c["x0"]))
             best[k] = min(best[k], time.perf_counter() - t)
-    return [b / EVALS for b in best]
+    return [b / c["evals"] for b, c in zip(best, loops, strict=True)]
 
 
 def _fields(system, hand_vf, mask):
@@ -166,17 +168,31 @@ def algebra_rows(size: int, repeats: int) -> list[dict]:
         "LU + two solves, the engine's substitutions": two_substituted,
         "jnp.linalg.solve": jnp.linalg.solve,
     }
+    # Each part alone, and over a batch of `BATCH` matrices under `vmap` (per element; as in
+    # a batched rollout, where LAPACK's calls are made once per element).
+    Kb = K0 + jnp.asarray(rng.normal(size=(BATCH, size, size)) * 1e-3)
     loops = []
     for fn in parts.values():
 
         def body(i, x, fn=fn):
             return x + 1e-9 * fn(K0 + 1e-9 * i, x)
 
+        def batch_body(i, x, fn=fn):
+            return x + 1e-9 * jax.vmap(fn)(Kb + 1e-9 * i, x)
+
         loops.append(_compiled(body, jnp.ones(size)))
+        loops.append(_compiled(batch_body, jnp.ones((BATCH, size)), EVALS // 100))
+    times = _per_call(loops, repeats)
     rows = []
-    for label, c, t in zip(parts, loops, _per_call(loops, repeats), strict=True):
+    for k, label in enumerate(parts):
         rows.append(
-            dict(system=f"{size} x {size}", part=label, us=t * 1e6, compile_s=c["compile_s"])
+            dict(
+                system=f"{size} x {size}",
+                part=label,
+                us=times[2 * k] * 1e6,
+                batch_us=times[2 * k + 1] / BATCH * 1e6,
+                compile_s=loops[2 * k]["compile_s"],
+            )
         )
         print(rows[-1], flush=True)
     return rows
@@ -215,15 +231,17 @@ def _report(result: dict) -> str:
         "",
         "## The dense linear algebra",
         "",
-        "| system | part | µs | / first row | compile of the loop [s] |",
-        "|---|---|---|---|---|",
+        f"| system | part | µs | / first row | µs per element, batch of {BATCH} | / first row "
+        "| compile of the loop [s] |",
+        "|---|---|---|---|---|---|---|",
     ]
     base = {}
     for r in result["algebra"]:
-        base.setdefault(r["system"], r["us"])
+        b = base.setdefault(r["system"], r)
         lines.append(
-            f"| {r['system']} | {r['part']} | {r['us']:.3f} | "
-            f"{r['us'] / base[r['system']]:.2f} | {r['compile_s']:.2f} |"
+            f"| {r['system']} | {r['part']} | {r['us']:.3f} | {r['us'] / b['us']:.2f} | "
+            f"{r['batch_us']:.3f} | {r['batch_us'] / b['batch_us']:.2f} | "
+            f"{r['compile_s']:.2f} |"
         )
     lines.append("")
     return "\n".join(lines)
