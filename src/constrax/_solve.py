@@ -91,9 +91,10 @@ class _KKTState(eqx.Module):
 # written out in `jax.numpy` (`substitution_solve`), which XLA fuses, instead of LAPACK's
 # triangular solves, whose fixed cost per call dominates a small matrix and, under `vmap`,
 # is paid for every element of a batch. The equations traced grow with the size (three per
-# unknown and solve); at 15 x 15 the LU and two solves still take 0.8-0.9x LAPACK's time,
-# alone and per element of a batch: `benchmarks/field_cost.py`;
-# docs/concepts/stabilisation.md, "Where one evaluation's time goes".
+# unknown and solve); at 15 x 15 the LU and two solves take 0.8-1.2x LAPACK's time across
+# runs, and the 5-link chain's batched rollout about 0.8x (one A/B run):
+# `benchmarks/field_cost.py`; docs/concepts/stabilisation.md, "Where one evaluation's
+# time goes".
 SUBSTITUTION_MAX_SIZE = 16
 
 
@@ -325,23 +326,17 @@ class AutoSolver(AbstractConstraintSolver):
             n,
         )
 
-        def regular(W, A, singular):
+        def regular():
             return jnp.zeros((n + m, n + m), W.dtype), jnp.asarray(m, jnp.int32)
 
-        # Rematerialised in a reverse pass: a differentiated `cond` saves the residuals of
-        # both branches, and this one's (a decomposition, n + m solves) would otherwise be
-        # filled in every step, singular or not (the chain's field VJP about 2x slower).
-        @jax.checkpoint
-        def rank_robust(W, A, singular):
+        def rank_robust():
             # The rank-robust operator, computed for every element of a batch.
             uk_solver = self._uk()
             uk = uk_solver.factor(W, A)
             qdd, lam = uk_solver.solve(uk, eye[:n], eye[n:])  # linear in (f, b): all columns
             return jnp.concatenate([qdd, -lam]), jnp.where(singular, uk_solver.rank(uk), m)
 
-        X, rank = jax.lax.cond(
-            eqxi.unvmap_any(singular), rank_robust, regular, W, A, singular
-        )
+        X, rank = jax.lax.cond(eqxi.unvmap_any(singular), rank_robust, regular)
         return _AutoState(safe, X, rank)
 
     def _select(self, state, kkt_out, rhs):
