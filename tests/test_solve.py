@@ -145,6 +145,58 @@ def test_auto_solver_works_under_jit_and_vmap_across_regular_and_singular_points
     assert list(np.asarray(rank)) == [2, 1, 2]
 
 
+def test_auto_solver_refuses_a_negative_mass_on_its_rank_robust_path_in_every_transform():
+    # W = diag(1, -1) with a zero constraint row: the saddle matrix is singular, so the
+    # rank-robust path runs, and W is not positive definite on ker A = R^2.
+    W = jnp.diag(jnp.array([1.0, -1.0]))
+
+    def loss(s):
+        A = jnp.array([[0.0, 0.0]]) * s
+        solver = cx.AutoSolver()
+        qdd, lam = solver.solve(solver.factor(s * W, A), jnp.ones(2), jnp.zeros(1))
+        return jnp.sum(qdd) + jnp.sum(lam)
+
+    one, batch = jnp.asarray(1.0), jnp.array([1.0, 2.0])
+    cases = [
+        (loss, one),
+        (jax.jit(loss), one),
+        (jax.jit(jax.grad(loss)), one),
+        (jax.jit(jax.vmap(jax.grad(loss))), batch),
+        (jax.vmap(jax.jacfwd(jax.grad(loss))), batch),
+    ]
+    for fn, s in cases:
+        with pytest.raises(Exception, match="not positive definite on the admissible"):
+            jax.block_until_ready(fn(s))
+
+
+def test_auto_solver_in_a_batched_cond_raises_nothing_for_the_elements_that_skip_it():
+    # Under `vmap`, a `cond` with a batched predicate runs both branches for every element
+    # and, inside `linearize` (diffrax's event root find), rematerialises the skipped
+    # elements' branch on zero-filled residuals: W = 0 there, and the result is discarded.
+    W, A, f, _ = _random_system(3)
+
+    def event(s, taken):
+        def branch():
+            A2 = jnp.stack([A[0], s * A[1] + (1 - s) * A[0]])  # singular at s = 0
+            solver = cx.AutoSolver()
+            return solver.solve(solver.factor(W, A2), f, A2 @ jnp.ones(5))[0][0]
+
+        return jax.lax.cond(taken, branch, lambda: jnp.zeros_like(s))
+
+    def slope(s, taken):
+        return jax.linearize(lambda s: event(s, taken), s)[1](jnp.ones_like(s))
+
+    # The taken element regular, then singular (the rank-robust branch then runs for real).
+    for scales in (jnp.array([0.5, 1.0]), jnp.array([0.0, 0.5])):
+        taken = jnp.array([True, False])
+        for fn in (jax.vmap(slope), jax.jit(jax.vmap(slope))):
+            out = np.asarray(fn(scales, taken))
+            assert out[1] == 0.0 and np.isfinite(out[0])
+        fd = (event(scales[0] + 1e-6, True) - event(scales[0] - 1e-6, True)) / 2e-6
+        if scales[0] != 0.0:
+            np.testing.assert_allclose(out[0], fd, rtol=1e-6, atol=1e-9)
+
+
 # A pseudo-inverse cutoff so coarse that the rank-robust path drops a regular element's
 # weaker row: there its answer differs from KKT's by O(1), so that which path an element's
 # result came from is told by its value, not by its last bits (the two paths agree to

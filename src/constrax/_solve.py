@@ -51,6 +51,11 @@ _SINGULAR_MASS = (
 )
 
 
+def _cholesky_failed(L):
+    """Whether a Cholesky factor has a non-finite diagonal (its matrix not positive definite)."""
+    return ~jnp.all(jnp.isfinite(jnp.diagonal(L)))
+
+
 class AbstractConstraintSolver(eqx.Module):
     """Factor $(W, A)$ once; solve for $(\\ddot q, \\lambda)$; project onto $A\\delta = r$."""
 
@@ -235,7 +240,7 @@ class UdwadiaKalaba(AbstractConstraintSolver):
             Wa = W + kappa * (A.T @ A)
         L = jnp.linalg.cholesky(Wa)
         if self.throw:
-            L = checked(L, ~jnp.all(jnp.isfinite(jnp.ravel(L)[:: n + 1])), _SINGULAR_MASS)
+            L = checked(L, _cholesky_failed(L), _SINGULAR_MASS)
         if m == 0:
             B = jnp.zeros((0, n), W.dtype)
             Bpinv = jnp.zeros((n, 0), W.dtype)
@@ -306,9 +311,6 @@ class AutoSolver(AbstractConstraintSolver):
         rtol = switch_rtol(dtype) if self.switch_rtol is None else self.switch_rtol
         return KKT(pivot_rtol=rtol, throw=False)
 
-    def _uk(self):
-        return UdwadiaKalaba(rtol=self.rtol)
-
     def factor(self, W, A):
         n, m = W.shape[0], A.shape[0]
         kkt = self._kkt(W.dtype).factor(W, A)
@@ -326,17 +328,30 @@ class AutoSolver(AbstractConstraintSolver):
             n,
         )
 
-        def regular():
+        def regular(W, A, singular):
             return jnp.zeros((n + m, n + m), W.dtype), jnp.asarray(m, jnp.int32)
 
-        def rank_robust():
+        # Rematerialised in a reverse pass: a differentiated `cond` saves the residuals of
+        # both branches, and this one's (a decomposition, n + m solves) would otherwise be
+        # stored in every step, singular or not (the 5-link chain's field VJP about 2x
+        # slower). A transformed `cond` may rematerialise a branch it did not take on
+        # zero-filled residuals and discard the result (under `vmap`, inside `linearize`, as
+        # diffrax's event root find does), so the rematerialised part raises nothing: it
+        # says whether the Cholesky factor failed, and the check is made outside it.
+        @jax.checkpoint
+        def operator(W, A, singular):
             # The rank-robust operator, computed for every element of a batch.
-            uk_solver = self._uk()
+            uk_solver = UdwadiaKalaba(rtol=self.rtol, throw=False)
             uk = uk_solver.factor(W, A)
             qdd, lam = uk_solver.solve(uk, eye[:n], eye[n:])  # linear in (f, b): all columns
-            return jnp.concatenate([qdd, -lam]), jnp.where(singular, uk_solver.rank(uk), m)
+            rank = jnp.where(singular, uk_solver.rank(uk), m)
+            return jnp.concatenate([qdd, -lam]), rank, _cholesky_failed(uk.L)
 
-        X, rank = jax.lax.cond(eqxi.unvmap_any(singular), rank_robust, regular)
+        def rank_robust(W, A, singular):
+            X, rank, failed = operator(W, A, singular)
+            return checked(X, failed, _SINGULAR_MASS), rank
+
+        X, rank = jax.lax.cond(eqxi.unvmap_any(singular), rank_robust, regular, W, A, singular)
         return _AutoState(safe, X, rank)
 
     def _select(self, state, kkt_out, rhs):
