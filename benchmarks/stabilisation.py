@@ -13,7 +13,9 @@ Three measurements, each option of `stabilisation=` beside the hand-written vect
    matrix, as the engine solved before it wrote small substitutions out
    (`benchmarks._cases.lapack_solves`).
 2. **Fixed step** (5-link pendulum chain in maximal coordinates, `cx.models.pendulum_chain`;
-   Tsit5 at dt = 1e-3 to t = 1, one state and a batch of 256): time per step.
+   Tsit5 at dt = 1e-3 to t = 1, one state and a batch of 256): time per step. Then the
+   classical fourth-order Runge–Kutta method (`RK4` below; diffrax has none built in), the
+   hand-written field beside the default and `None` only.
 3. **Protection** (1e5 steps of dt = 1e-3, Tsit5): the largest position and velocity
    residual at the end, on the snake cart, the tilted rolling disk and a 3-link chain in
    maximal coordinates, for the default and for `None` (skipped with --quick).
@@ -28,6 +30,7 @@ import json
 import pathlib
 import sys
 import time
+from typing import ClassVar
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run as a script
 
@@ -122,6 +125,7 @@ OPTIONS = {
     "Baumgarte(10, 10)": cx.Baumgarte(10.0, 10.0),
     "None": None,
 }
+RK4_OPTIONS = ("StepProjection() (default)", "None")
 
 
 def _min_time(f, *args, repeats):
@@ -224,35 +228,57 @@ def _controller(stab):
     return diffrax.PIDController(rtol=1e-9, atol=1e-9, dtmax=dtmax)
 
 
+class RK4(diffrax.AbstractERK):
+    """The classical fourth-order Runge–Kutta method, for fixed steps (no error estimate)."""
+
+    tableau: ClassVar[diffrax.ButcherTableau] = diffrax.ButcherTableau(
+        c=np.array([0.5, 0.5, 1.0]),
+        b_sol=np.array([1 / 6, 1 / 3, 1 / 3, 1 / 6]),
+        b_error=np.zeros(4),
+        a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
+    )
+    interpolation_cls: ClassVar = diffrax.ThirdOrderHermitePolynomialInterpolation.from_k
+
+    def order(self, terms):
+        return 4
+
+
 def fixed_step(repeats: int, batch: int) -> list[dict]:
     model = cx.models.pendulum_chain(5, "maximal")
     p, q0, qd0 = model.params, model.q0, model.qd0
     steps, dt = 1000, 1e-3
-    kw = dict(dt0=dt, stepsize_controller=diffrax.ConstantStepSize(), max_steps=steps + 1)
-
-    def hand(q0, qd0, p):
-        sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(maximal_hand_vf), diffrax.Tsit5(), 0.0, steps * dt, dt, (q0, qd0),
-            args=p, stepsize_controller=diffrax.ConstantStepSize(), max_steps=steps + 1,
-        )  # fmt: skip
-        return sol.ys[0][-1]
-
-    contenders = {"hand-written field": hand}
-    for name, stab in OPTIONS.items():
-        extra = {} if name.endswith("(default)") else {"stabilisation": stab}
-        contenders[name] = lambda q0, qd0, p, extra=extra: cx.simulate(
-            model.system, q0, qd0, p, t1=steps * dt, **kw, **extra
-        ).q[-1]
     rows = []
-    for b in (1, batch):
-        qb, qdb = jnp.tile(q0, (b, 1)), jnp.tile(qd0, (b, 1))
-        fs = {
-            name: jax.jit(jax.vmap(fn, in_axes=(0, 0, None))).lower(qb, qdb, p).compile()
-            for name, fn in contenders.items()
-        }
-        for t, name in zip(_interleaved(list(fs.values()), (qb, qdb, p), repeats), fs, strict=True):
-            rows.append(dict(option=name, batch=b, us_per_state_step=t / (b * steps) * 1e6))
-            print(rows[-1], flush=True)
+    for solver, options in ((diffrax.Tsit5(), OPTIONS), (RK4(), RK4_OPTIONS)):
+        kw = dict(
+            solver=solver, dt0=dt, stepsize_controller=diffrax.ConstantStepSize(),
+            max_steps=steps + 1,
+        )  # fmt: skip
+
+        def hand(q0, qd0, p, solver=solver):
+            sol = diffrax.diffeqsolve(
+                diffrax.ODETerm(maximal_hand_vf), solver, 0.0, steps * dt, dt, (q0, qd0),
+                args=p, stepsize_controller=diffrax.ConstantStepSize(), max_steps=steps + 1,
+            )  # fmt: skip
+            return sol.ys[0][-1]
+
+        contenders = {"hand-written field": hand}
+        for name in options:
+            extra = {} if name.endswith("(default)") else {"stabilisation": OPTIONS[name]}
+            contenders[name] = lambda q0, qd0, p, extra=extra, kw=kw: cx.simulate(
+                model.system, q0, qd0, p, t1=steps * dt, **kw, **extra
+            ).q[-1]
+        for b in (1, batch):
+            qb, qdb = jnp.tile(q0, (b, 1)), jnp.tile(qd0, (b, 1))
+            fs = {
+                name: jax.jit(jax.vmap(fn, in_axes=(0, 0, None))).lower(qb, qdb, p).compile()
+                for name, fn in contenders.items()
+            }
+            times = _interleaved(list(fs.values()), (qb, qdb, p), repeats)
+            for t, name in zip(times, fs, strict=True):
+                solver_name = type(solver).__name__
+                us = t / (b * steps) * 1e6
+                rows.append(dict(solver=solver_name, option=name, batch=b, us_per_state_step=us))
+                print(rows[-1], flush=True)
     return rows
 
 
@@ -328,16 +354,21 @@ def _report(result: dict) -> str:
         )
     lines += [
         "",
-        "## Fixed step: 5-link chain, maximal coordinates (Tsit5, dt = 1e-3, 1000 steps)",
+        "## Fixed step: 5-link chain, maximal coordinates (dt = 1e-3, 1000 steps)",
         "",
-        "| option | batch | µs per state and step | / hand |",
-        "|---|---|---|---|",
+        "| solver | option | batch | µs per state and step | / hand |",
+        "|---|---|---|---|---|",
     ]
-    hand = {r["batch"]: r for r in result["fixed_step"] if r["option"] == "hand-written field"}
+    hand = {
+        (r["solver"], r["batch"]): r["us_per_state_step"]
+        for r in result["fixed_step"]
+        if r["option"] == "hand-written field"
+    }
     for r in result["fixed_step"]:
-        ratio = r["us_per_state_step"] / hand[r["batch"]]["us_per_state_step"]
+        ratio = r["us_per_state_step"] / hand[r["solver"], r["batch"]]
         lines.append(
-            f"| {r['option']} | {r['batch']} | {r['us_per_state_step']:.2f} | {ratio:.2f} |"
+            f"| {r['solver']} | {r['option']} | {r['batch']} | {r['us_per_state_step']:.2f} "
+            f"| {ratio:.2f} |"
         )
     if result.get("protection"):
         lines += [

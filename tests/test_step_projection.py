@@ -214,3 +214,77 @@ def test_every_adjoint_differentiates_the_projected_run(adjoint):
     want = jax.jit(jax.grad(lambda p: loss(p, diffrax.RecursiveCheckpointAdjoint())))(model.params)
     for key in want:
         np.testing.assert_allclose(got[key], want[key], rtol=1e-9, atol=1e-12, err_msg=key)
+
+
+NOT_FIRST_SAME_AS_LAST = [diffrax.Heun(), diffrax.Midpoint(), diffrax.Ralston()]
+
+
+@pytest.mark.parametrize("solver", NOT_FIRST_SAME_AS_LAST, ids=lambda s: type(s).__name__)
+def test_first_same_as_last_form_takes_the_solvers_steps_to_its_solution(solver):
+    """The tableau with the field at the step's end appended (weight zero): the same
+    adaptive steps to the same step ends as the solver itself, on a damped pendulum. Its
+    Hermite interpolant takes the field at the step's end instead of at the last stage
+    (not the step's end for these solvers): no less accurate between the step ends."""
+    from constrax._step_projection import first_same_as_last
+
+    form = first_same_as_last(solver)
+    assert type(form) is not type(solver) and type(form).tableau.fsal
+    term = diffrax.ODETerm(lambda t, y, a: jnp.stack([y[1], -jnp.sin(y[0]) - 0.1 * y[1]]))
+    y0, ts = jnp.array([2.0, 0.0]), jnp.linspace(0.0, 5.0, 11)
+
+    def solve(s, saveat, tol=1e-6):
+        controller = diffrax.PIDController(rtol=tol, atol=tol)
+        return diffrax.diffeqsolve(
+            term, s, 0.0, 5.0, 0.1, y0, stepsize_controller=controller, saveat=saveat
+        )
+
+    got, want = (solve(s, diffrax.SaveAt(steps=True)) for s in (form, solver))
+    assert int(got.stats["num_accepted_steps"]) == int(want.stats["num_accepted_steps"])
+    assert int(got.stats["num_rejected_steps"]) == int(want.stats["num_rejected_steps"])
+    np.testing.assert_allclose(got.ts, want.ts, rtol=1e-14)
+    np.testing.assert_allclose(got.ys, want.ys, rtol=1e-12, atol=1e-14)
+    exact = solve(diffrax.Tsit5(), diffrax.SaveAt(ts=ts), tol=1e-13).ys
+    dense = [np.max(np.abs(solve(s, diffrax.SaveAt(ts=ts)).ys - exact)) for s in (form, solver)]
+    assert dense[0] <= 1.01 * dense[1], dense
+
+
+def test_first_same_as_last_form_leaves_other_solvers_as_they_are():
+    from constrax._step_projection import first_same_as_last
+
+    for solver in (diffrax.Tsit5(), diffrax.Bosh3(), diffrax.Kvaerno5(), diffrax.Euler()):
+        assert first_same_as_last(solver) is solver
+
+
+def test_a_solver_not_first_same_as_last_reads_the_projection_off_its_last_stage(monkeypatch):
+    """Ralston at a fixed step on the 3-link chain: the run in first-same-as-last form
+    equals the run that evaluates the projection after each step (the form switched off),
+    and every step ends on the velocity constraints; the gradient through it matches
+    central differences."""
+    import constrax._step_projection as sp
+
+    model = cx.models.pendulum_chain(3, "maximal")
+
+    def run(p, saveat=diffrax.SaveAt(steps=True)):
+        return cx.simulate(
+            model.system, model.q0, model.qd0, p, t1=1.0, dt0=2e-2, solver=diffrax.Ralston(),
+            stepsize_controller=diffrax.ConstantStepSize(), saveat=saveat,
+        )  # fmt: skip
+
+    traj = run(model.params)
+    with monkeypatch.context() as m:
+        m.setattr(sp, "first_same_as_last", lambda solver: solver)
+        explicit = run(model.params)
+    assert _residual(traj) < 1e-13 and _residual(explicit) < 1e-13
+    np.testing.assert_allclose(_saved(traj.q, traj), _saved(explicit.q, explicit), atol=1e-12)
+    np.testing.assert_allclose(_saved(traj.qd, traj), _saved(explicit.qd, explicit), atol=1e-12)
+
+    def loss(g):
+        traj = run({**model.params, "g": g}, diffrax.SaveAt(t1=True))
+        return jnp.sum(traj.q[-1] ** 2) + jnp.sum(traj.qd[-1] ** 2)
+
+    g0 = jnp.asarray(9.0)
+    grad = jax.jit(jax.grad(loss))(g0)
+    f, h = jax.jit(loss), 1e-6
+    fd = (f(g0 + h) - f(g0 - h)) / (2 * h)
+    assert abs(fd) > 1e-2
+    np.testing.assert_allclose(grad, fd, rtol=1e-6)

@@ -276,8 +276,10 @@ class StepProjection(AbstractStabilisation):
 
     def wrap_solver(self, solver, vector_field):
         """`solver`, its state projected after every step (`ProjectedSolver`)."""
-        from ._step_projection import ProjectedSolver
+        from ._step_projection import ProjectedSolver, first_same_as_last
 
+        if not self.positions:  # a position step re-evaluates the field after it anyway
+            solver = first_same_as_last(solver)
         return ProjectedSolver(solver, vector_field, self.positions)
 
 

@@ -13,13 +13,21 @@ first-same-as-last solver (whose state carries the field at the end of the step 
 next step's first stage) already holds $\dot q_P$ at $(t_1, q_1, \dot q_1)$: the velocity
 projection is read from it, at no cost. The field is invariant under the projection
 ($\dot q_P$ projects onto itself), so that carried derivative is also the field at the
-projected state. Other solvers, and `positions=True`, evaluate the projection.
+projected state. An explicit Runge–Kutta solver whose tableau is not first-same-as-last
+(the classical RK4, `Heun`, `Midpoint`, `Ralston`) is run in its first-same-as-last form:
+the same tableau with one stage more, the field at the step's end, whose weight in the
+solution is zero (Hairer, Nørsett & Wanner, *Solving Ordinary Differential Equations I*,
+1993, §II.6). The solution and the error estimate are the solver's; the extra stage is the
+next step's first, so the projection again costs no factorisation, and a Hermite
+interpolant gets the field at the step's end. Other solvers, and `positions=True`,
+evaluate the projection.
 
 The dense output of a step is the wrapped solver's interpolant plus the correction
 $\theta\,(y_P - y_1)$, $\theta = (t - t_0)/(t_1 - t_0)$: continuous across steps and equal
 to the projected state at the step's end.
 """
 
+import dataclasses
 import functools
 
 import diffrax
@@ -57,6 +65,52 @@ def projected_interpolation(inner: type) -> type:
 
     Projected.__name__ = Projected.__qualname__ = f"Projected{getattr(inner, '__name__', '')}"
     return Projected
+
+
+def first_same_as_last_tableau(tableau: diffrax.ButcherTableau) -> diffrax.ButcherTableau:
+    """An explicit tableau with the stage $k_{s+1} = f(t_1, y_1)$ appended: $c_{s+1} = 1$,
+    $a_{s+1, j} = b_j$, and weight zero in the solution and in the error estimate."""
+    return diffrax.ButcherTableau(
+        c=np.append(tableau.c, 1.0),
+        b_sol=np.append(tableau.b_sol, 0.0),
+        b_error=np.append(tableau.b_error, 0.0),
+        a_lower=(*tableau.a_lower, np.asarray(tableau.b_sol, dtype=float)),
+    )
+
+
+# Interpolations that read only the first and last stages, or none: a stage appended keeps
+# them valid (others may weight the tableau's own stages, so those solvers are left alone).
+_END_STAGE_INTERPOLATIONS = (
+    diffrax.ThirdOrderHermitePolynomialInterpolation.from_k,
+    diffrax.LocalLinearInterpolation,
+)
+
+
+@functools.cache
+def _first_same_as_last_class(cls: type) -> type:
+    """`cls` (an explicit Runge–Kutta solver) with its tableau in first-same-as-last form;
+    one class per `cls`, so that it is a stable static part of a compiled program."""
+    name = f"{cls.__name__}FirstSameAsLast"
+    attrs = {"tableau": first_same_as_last_tableau(cls.tableau), "__module__": __name__}
+    return type(name, (cls,), attrs)
+
+
+def first_same_as_last(solver: diffrax.AbstractSolver) -> diffrax.AbstractSolver:
+    """`solver` in its first-same-as-last form where that saves `ProjectedSolver` a
+    factorisation per step: an explicit Runge–Kutta solver with a tableau that is not
+    already so and an interpolation that reads only the end stages; any other as it is."""
+    tableau = getattr(type(solver), "tableau", None)
+    if not (
+        isinstance(solver, diffrax.AbstractERK)
+        and isinstance(tableau, diffrax.ButcherTableau)
+        and not tableau.fsal
+        and not tableau.implicit
+        and solver.interpolation_cls in _END_STAGE_INTERPOLATIONS
+    ):
+        return solver
+    cls = _first_same_as_last_class(type(solver))
+    fields = {f.name: getattr(solver, f.name) for f in dataclasses.fields(solver) if f.init}
+    return cls(**fields)
 
 
 class ProjectedSolver(diffrax.AbstractWrappedSolver):
