@@ -217,3 +217,35 @@ def test_stabilisation_pages_quote_the_committed_stabilisation_run():
         f"and {steps['Projection(10, 0)']} before"
     )
     assert missing(changelog, [claim]) == []
+
+
+def test_stabilisation_page_quotes_the_defaults_ratios_of_the_committed_run():
+    """What the default costs against the hand-written field, adaptive and per fixed step,
+    as the stabilisation page quotes it, from `benchmarks/results/stabilisation_cpu.json`."""
+    result = json.loads((RESULTS / "stabilisation_cpu.json").read_text())
+    adaptive = {r["option"].split(" (")[0]: r for r in result["adaptive"]}
+    hand = adaptive["hand-written field"]
+
+    def ratio(option, key):
+        return _f(adaptive[option][key] / hand[key])
+
+    fixed = {(r["solver"], r["option"].split(" (")[0], r["batch"]): r["us_per_state_step"]
+             for r in result["fixed_step"]}  # fmt: skip
+
+    def per_step(solver, option, batch):
+        return _f(fixed[solver, option, batch] / fixed[solver, "hand-written field", batch])
+
+    claims = [
+        f"rollout costs {ratio('StepProjection()', 'rollout_s')}× the hand-written field's "
+        f"and its gradient {ratio('StepProjection()', 'gradient_s')}×",
+        f"{ratio('Projection(10, 0)', 'rollout_s')}× and "
+        f"{ratio('Projection(10, 0)', 'gradient_s')}× for `Projection(10, 0)`",
+        f"256, {per_step('Tsit5', 'StepProjection()', 256)}× the hand-written field with "
+        f"Tsit5 and {per_step('RK4', 'StepProjection()', 256)}× with the classical RK4, "
+        f"against {per_step('Tsit5', 'None', 256)}× and {per_step('RK4', 'None', 256)}× "
+        "without stabilisation",
+        f"(Tsit5 {per_step('Tsit5', 'StepProjection()', 1)}×, RK4 "
+        f"{per_step('RK4', 'StepProjection()', 1)}× in the committed run",
+    ]
+    page = (ROOT / "docs" / "concepts" / "stabilisation.md").read_text()
+    assert missing(page, claims) == []

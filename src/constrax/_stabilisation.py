@@ -232,8 +232,11 @@ class StepProjection(AbstractStabilisation):
 
     Cost: with a first-same-as-last solver (`diffrax.Tsit5`, the default, `Dopri5`,
     `Dopri8`, `Bosh3`) the projected velocity at the end of a step *is* the first stage of
-    the next one, so the velocity projection adds no evaluation; with other solvers, or
-    with `positions=True`, one factorisation of $(W, A)$ per step. The pseudo-inverse of
+    the next one, so the velocity projection adds no evaluation. Another explicit
+    Runge–Kutta solver (the classical RK4, `Heun`, `Midpoint`, `Ralston`) is run in its
+    first-same-as-last form, the field at the step's end appended as a stage of weight
+    zero: the same steps and solution, and again no evaluation added. Other solvers
+    (implicit ones), and `positions=True`, factor $(W, A)$ once more per step. The pseudo-inverse of
     the rank-robust solvers keeps the projection defined where $A$ loses rank, and as a
     step, not a term of the ODE, it adds no stiffness there (docs/concepts/stabilisation.md).
     Under `diffrax.BacksolveAdjoint` (the continuous adjoint, whose adjoint ODE has no

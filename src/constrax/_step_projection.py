@@ -17,7 +17,7 @@ projected state. An explicit Runge–Kutta solver whose tableau is not first-sam
 (the classical RK4, `Heun`, `Midpoint`, `Ralston`) is run in its first-same-as-last form:
 the same tableau with one stage more, the field at the step's end, whose weight in the
 solution is zero (Hairer, Nørsett & Wanner, *Solving Ordinary Differential Equations I*,
-1993, §II.6). The solution and the error estimate are the solver's; the extra stage is the
+1993, §II.5). The solution and the error estimate are the solver's; the extra stage is the
 next step's first, so the projection again costs no factorisation, and a Hermite
 interpolant gets the field at the step's end. Other solvers, and `positions=True`,
 evaluate the projection.
