@@ -236,9 +236,10 @@ class StepProjection(AbstractStabilisation):
     Runge–Kutta solver (the classical RK4, `Heun`, `Midpoint`, `Ralston`) is run in its
     first-same-as-last form, the field at the step's end appended as a stage of weight
     zero: the same steps and solution, and again no evaluation added. Other solvers
-    (implicit ones), and `positions=True`, factor $(W, A)$ once more per step. The pseudo-inverse of
-    the rank-robust solvers keeps the projection defined where $A$ loses rank, and as a
-    step, not a term of the ODE, it adds no stiffness there (docs/concepts/stabilisation.md).
+    (implicit ones), and `positions=True`, factor $(W, A)$ once more per step. The
+    pseudo-inverse of the rank-robust solvers keeps the projection defined where $A$ loses
+    rank, and as a step, not a term of the ODE, it adds no stiffness there
+    (docs/concepts/stabilisation.md).
     Under `diffrax.BacksolveAdjoint` (the continuous adjoint, whose adjoint ODE has no
     projection step) only the evaluation at the projected velocity remains.
 
