@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import ClassVar
 
 import diffrax
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 import constrax as cx
 
@@ -199,3 +201,19 @@ def random_mujoco_states(m, imported, rng, batch: int):
         x = rng.normal(size=(batch, 4))
         qpos[:, s:e] = x / np.linalg.norm(x, axis=1, keepdims=True)
     return qpos, rng.normal(size=(batch, m.nv))
+
+
+class RK4(diffrax.AbstractERK):
+    """The classical fourth-order Runge–Kutta method (diffrax has none built in; MuJoCo's
+    `mjINT_RK4` tableau), for fixed steps: no error estimate."""
+
+    tableau: ClassVar[diffrax.ButcherTableau] = diffrax.ButcherTableau(
+        c=np.array([0.5, 0.5, 1.0]),
+        b_sol=np.array([1 / 6, 1 / 3, 1 / 3, 1 / 6]),
+        b_error=np.zeros(4),
+        a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
+    )
+    interpolation_cls: ClassVar = diffrax.ThirdOrderHermitePolynomialInterpolation.from_k
+
+    def order(self, terms):
+        return 4

@@ -30,7 +30,6 @@ import json
 import pathlib
 import sys
 import time
-from typing import ClassVar
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run as a script
 
@@ -43,7 +42,7 @@ if __name__ == "__main__":  # the entry point: float64 before constrax makes an 
     jax.config.update("jax_enable_x64", True)
 
 import constrax as cx  # noqa: E402
-from benchmarks._cases import LAPACK_DEFAULTS, lapack_solves, require_x64  # noqa: E402
+from benchmarks._cases import LAPACK_DEFAULTS, RK4, lapack_solves, require_x64  # noqa: E402
 from benchmarks._report import loadavg, machine_info  # noqa: E402
 from benchmarks.cases.chain import maximal_hand_vf  # noqa: E402
 
@@ -226,21 +225,6 @@ def _controller(stab):
     step cap of the stabilisation (as `cx.simulate` sets it by default)."""
     dtmax = cx._stabilisation.stabilisation_dtmax(stab)  # noqa: SLF001
     return diffrax.PIDController(rtol=1e-9, atol=1e-9, dtmax=dtmax)
-
-
-class RK4(diffrax.AbstractERK):
-    """The classical fourth-order Runge–Kutta method, for fixed steps (no error estimate)."""
-
-    tableau: ClassVar[diffrax.ButcherTableau] = diffrax.ButcherTableau(
-        c=np.array([0.5, 0.5, 1.0]),
-        b_sol=np.array([1 / 6, 1 / 3, 1 / 3, 1 / 6]),
-        b_error=np.zeros(4),
-        a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
-    )
-    interpolation_cls: ClassVar = diffrax.ThirdOrderHermitePolynomialInterpolation.from_k
-
-    def order(self, terms):
-        return 4
 
 
 def fixed_step(repeats: int, batch: int) -> list[dict]:

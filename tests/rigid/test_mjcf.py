@@ -17,8 +17,9 @@ MuJoCo reference.
 """
 
 import os
+import pathlib
+import sys
 import warnings
-from typing import ClassVar
 
 import diffrax
 import jax
@@ -27,6 +28,9 @@ import numpy as np
 import pytest
 
 import constrax as cx
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+from benchmarks._cases import RK4  # noqa: E402
 
 mujoco = pytest.importorskip("mujoco")
 
@@ -332,21 +336,6 @@ def test_equality_rows_equal_mujocos_constraint_positions():
         np.testing.assert_allclose(ours, ref, atol=1e-12)
 
 
-class _RK4(diffrax.AbstractERK):
-    """The classical fourth-order Runge-Kutta method (MuJoCo's mjINT_RK4 tableau)."""
-
-    tableau: ClassVar[diffrax.ButcherTableau] = diffrax.ButcherTableau(
-        c=np.array([0.5, 0.5, 1.0]),
-        b_sol=np.array([1 / 6, 1 / 3, 1 / 3, 1 / 6]),
-        b_error=np.zeros(4),
-        a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
-    )
-    interpolation_cls: ClassVar = diffrax.ThirdOrderHermitePolynomialInterpolation.from_k
-
-    def order(self, terms):
-        return 4
-
-
 def _rollout_error(m, steps: int, seed: int = 4):
     """Max |difference| of qpos (unit quaternions) and qvel after RK4 rollouts of the same
     step in constrax (diffrax) and MuJoCo (mj_step, mjINT_RK4), relative to max |qvel|."""
@@ -369,7 +358,7 @@ def _rollout_error(m, steps: int, seed: int = 4):
         p,
         t1=float(ts[-1]),
         dt0=dt,
-        solver=_RK4(),
+        solver=RK4(),
         stepsize_controller=diffrax.ConstantStepSize(),
         saveat=diffrax.SaveAt(ts=jnp.asarray(ts)),
     )
