@@ -14,7 +14,7 @@ Three measurements, each option of `stabilisation=` beside the hand-written vect
    (`benchmarks._cases.lapack_solves`).
 2. **Fixed step** (5-link pendulum chain in maximal coordinates, `cx.models.pendulum_chain`;
    Tsit5 at dt = 1e-3 to t = 1, one state and a batch of 256): time per step. Then the
-   classical fourth-order Runge–Kutta method (`RK4` below; diffrax has none built in), the
+   classical fourth-order Runge–Kutta method (`benchmarks._cases.RK4`: diffrax has none), the
    hand-written field beside the default and `None` only.
 3. **Protection** (1e5 steps of dt = 1e-3, Tsit5): the largest position and velocity
    residual at the end, on the snake cart, the tilted rolling disk and a 3-link chain in
