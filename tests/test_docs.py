@@ -635,7 +635,7 @@ def test_sharp_bits_quote_the_messages_the_library_raises():
     norm = lambda s: re.sub(r"\s+", " ", s).strip()
     messages = [
         norm(m)
-        for m in (_solve._SINGULAR_KKT, _simulate._MAX_STEPS, _simulate._INCONSISTENT)
+        for m in (_solve._SINGULAR_KKT, _simulate._MAX_STEPS, _solve._INCONSISTENT)
         + (_checks._FORWARD_HINT,)
     ]
     page = (DOCS / "sharp-bits.md").read_text()

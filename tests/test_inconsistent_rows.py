@@ -63,6 +63,22 @@ def test_simulate_refuses_inconsistent_rows_and_the_check_can_be_turned_off():
         cx.simulate(MODEL.system, Q, QD, MODEL.params, t1=0.1, consistency_rtol="loose")
 
 
+def test_simulate_refuses_inconsistent_rows_under_jit_vmap_and_grad():
+    # AutoSolver checks where it takes its rank-robust path: alone, in a batch whose other
+    # element is regular (the path is then taken for the whole batch), and in the gradient.
+    S, p = MODEL.system, MODEL.params
+    final = lambda q, qd: cx.simulate(S, q, qd, p, t1=0.05).q[-1]
+    qs, qds = jnp.stack([MODEL.q0, Q]), jnp.stack([MODEL.qd0, QD])
+    runs = (
+        lambda: jax.jit(final)(Q, QD),
+        lambda: jax.jit(jax.vmap(final))(qs, qds),
+        lambda: jax.jit(jax.grad(lambda qd: jnp.sum(final(Q, qd))))(QD),
+    )
+    for run in runs:  # inside a user's `jit` the error arrives as a JaxRuntimeError
+        with pytest.raises(Exception, match="constraint rows are inconsistent"):
+            jax.block_until_ready(run())
+
+
 # ---- the plastic impulsive jump (cx.impulsive_jump) -------------------------------------
 #
 # Hand derivation at theta = 0, phi = pi/2 with qd = (0, w, thd, phd): the rows coincide as

@@ -260,6 +260,63 @@ def test_auto_solver_gives_each_batch_element_the_result_of_its_own_path():
     np.testing.assert_allclose(g_auto[regular], g_kkt[regular], rtol=1e-12)
 
 
+@pytest.mark.parametrize("n, m", [(5, 2), (16, 4)], ids=["substitution", "lapack"])
+def test_auto_solver_gradients_stay_finite_beside_an_exactly_singular_element(n, m):
+    # An element whose rows are exactly dependent (a zero or tiny pivot) gets the
+    # rank-robust answer; its discarded KKT solves run on its LU with unit pivots, and must
+    # leave no NaN in the batch's gradient, by the written-out substitutions (n + m <= 16)
+    # and by LAPACK's solves (above). The regular elements' gradients are KKT's.
+    W, A, f, _ = _random_system(11 + n, n, m)
+    r = jnp.linspace(-0.5, 0.5, m)
+
+    def loss(s, solver):
+        A2 = A.at[-1].set(s * A[-1] + (1 - s) * A[0])  # the last row = the first at s = 0
+        state = solver.factor(W, A2)
+        qdd, lam = solver.solve(state, f, A2 @ jnp.ones(n))
+        return jnp.sum(qdd**2) + jnp.sum(lam) + jnp.sum(solver.project(state, r))
+
+    scales = jnp.array([1.0, 0.0, 0.5])
+    g_auto = jax.jit(jax.vmap(jax.grad(lambda s: loss(s, cx.AutoSolver()))))(scales)
+    g_kkt = jax.vmap(jax.grad(lambda s: loss(s, cx.KKT(throw=False))))(scales)
+    assert np.all(np.isfinite(np.asarray(g_auto)))
+    np.testing.assert_allclose(g_auto[np.array([0, 2])], g_kkt[np.array([0, 2])], rtol=1e-10)
+
+
+def test_only_a_least_squares_answer_is_checked_for_consistency():
+    # `consistency_rtol` asks a rank-robust solver whether its answer misses A qdd = b. A
+    # regular saddle system has an exact solution, and AutoSolver's LU answer is returned
+    # unchecked even at rtol = 0, which its rounding-level residual would fail; where the
+    # rows are dependent and contradict each other (b = (1, -1) on a repeated row), the
+    # least-squares answer of AutoSolver and UdwadiaKalaba raises, in a batch with a
+    # regular element too. KKT accepts the argument (it raises on the singular matrix).
+    from constrax._solve import inconsistent
+
+    W, A, f, b = _random_system(13)
+    A2 = jnp.stack([A[0], A[0]])
+    b2 = jnp.array([1.0, -1.0])
+
+    def solve(solver, A, b, rtol):
+        return solver.solve(solver.factor(W, A), f, b, consistency_rtol=rtol)[0]
+
+    auto = cx.AutoSolver()
+    qdd = jax.jit(solve, static_argnums=0)(auto, A, b, 0.0)
+    assert bool(inconsistent(A, qdd, b, 0.0)[1])  # rounding: rtol = 0 would flag it
+    np.testing.assert_allclose(qdd, solve(auto, A, b, None), rtol=1e-14)
+    np.testing.assert_allclose(qdd, solve(cx.KKT(), A, b, 0.0), rtol=1e-12)
+
+    batched = jax.jit(jax.vmap(lambda A, b: solve(auto, A, b, 0.05)))
+    for solver in (auto, cx.UdwadiaKalaba()):
+        for fn in (solve, jax.jit(solve, static_argnums=0)):
+            with pytest.raises(Exception, match="rows are inconsistent"):
+                jax.block_until_ready(fn(solver, A2, b2, 0.05))
+    with pytest.raises(Exception, match="rows are inconsistent"):
+        jax.block_until_ready(batched(jnp.stack([A, A2]), jnp.stack([b, b2])))
+    # The same batch of consistent rows (b = A qd) passes.
+    qd = jnp.ones(5)
+    out = batched(jnp.stack([A, A2]), jnp.stack([A @ qd, A2 @ qd]))
+    assert np.all(np.isfinite(np.asarray(out)))
+
+
 def _primitives(jaxpr) -> set[str]:
     out = set()
     for eqn in jaxpr.eqns:

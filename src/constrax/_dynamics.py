@@ -118,8 +118,10 @@ def _step(
     mu,
     p,
     mask: np.ndarray,
+    consistency_rtol: float | None = None,
 ) -> _Step:
-    """Core of the vector field and of `accelerations`."""
+    """Core of the vector field and of `accelerations` (`consistency_rtol`: see
+    `AbstractConstraintSolver.solve`)."""
     if mask.shape[0] == 0:
         stabilisation = None  # nothing to project or relax
     # The bias terms at the state's velocity, unless the stabilisation evaluates them at
@@ -152,7 +154,7 @@ def _step(
     terms = unstabilised(step) if stabilisation is None else stabilisation.terms(step)
     force = generalized_force(system, t, q, terms.velocity, p)
     with jax.named_scope("saddle_solve"):
-        qdd, lam = solver.solve(state, terms.f0 + force, terms.b)
+        qdd, lam = solver.solve(state, terms.f0 + force, terms.b, consistency_rtol)
     return _Step(
         q_dot=terms.q_dot,
         qd_used=terms.velocity,
@@ -194,22 +196,6 @@ def project_state(
         q = q - solver.project(state, scatter_holonomic(mask, position_residual(system, t, q, p)))
         state, c = factor(q)
     return q, qd - solver.project(state, c)
-
-
-def inconsistent(A, qdd, b, rtol) -> tuple[Array, Array]:
-    r"""$(r, \text{flag})$: the acceleration-level residual $r = A\ddot q - b$ and whether
-    $|r|_\infty > \text{rtol}\,(|b|_\infty + |A|_\infty|\ddot q|_\infty + \text{tiny})$.
-
-    A least-squares answer of a rank-deficient solve leaves $r \neq 0$ exactly when the
-    acceleration rows are inconsistent — a state that satisfies $A\dot q = 0$ at a singular
-    configuration but not the rows' derivatives, which no smooth motion reaches.
-    """
-    r = A @ qdd - b
-    if r.shape[0] == 0:
-        return r, jnp.zeros((), bool)
-    scale = jnp.max(jnp.abs(b)) + jnp.max(jnp.sum(jnp.abs(A), axis=1)) * jnp.max(jnp.abs(qdd))
-    flag = jnp.max(jnp.abs(r)) > rtol * (scale + jnp.finfo(qdd.dtype).tiny)
-    return r, jax.lax.stop_gradient(flag)
 
 
 @compiled(times=("t",), states=("q", "qd", "mu"), params=("p",))

@@ -27,8 +27,8 @@ from ._checks import (
 )
 from ._compilation import compiled
 from ._custom_types import Params
-from ._dynamics import _step, check_mu, inconsistent, project_state
-from ._guards import attach_check, checked
+from ._dynamics import _step, check_mu, project_state
+from ._guards import attach_check
 from ._initial_state import check_initial_state, consistent_initial_state
 from ._layout import row_layout
 from ._prescriptions import AbstractPrescription, DAlembert
@@ -76,19 +76,6 @@ _NONFINITE = (
     "initial state, and whether the motion reaches a configuration where the mass matrix "
     "is singular on ker A."
 )
-_INCONSISTENT = (
-    "constrax.simulate: the acceleration-level constraint rows are inconsistent at a "
-    "singular configuration: the state satisfies the velocity constraints, but no "
-    "acceleration satisfies their time derivatives (A qdd = b has no solution where A lost "
-    "rank). Smooth motion cannot reach such a state; it needs an impulsive velocity jump: "
-    "cx.impulsive_jump(system, t, q, qd, p).qd is the velocity after a plastic one. Or "
-    "start from a state reached by the motion, or away from the singular configuration "
-    "(cx.constraint_rank); Accelerations.acceleration_residual shows the mismatch. If it "
-    "fires while integrating *through* a singular configuration, the drift of the "
-    "integration made the rows inconsistent: use stabilisation=cx.Projection() or a "
-    "tighter tolerance. consistency_rtol=None turns this check off."
-    " More on the 'Sharp bits' page of the documentation (docs/sharp-bits.md)."
-)
 
 
 class _VectorField(eqx.Module):
@@ -122,12 +109,9 @@ class _VectorField(eqx.Module):
             mu,
             p,
             np.asarray(self.mask, dtype=bool),
+            self.consistency_rtol,
         )
         qdd = step.qdd
-        if self.consistency_rtol is not None and self.solver.rank_robust:
-            # Only a rank-robust solve can return a least-squares answer; KKT raises instead.
-            _, bad = inconsistent(step.A, qdd, step.b, self.consistency_rtol)
-            qdd = checked(qdd, bad, _INCONSISTENT)
         if self.prescription.multiplier_state:
             return (step.q_dot, qdd, step.lam)
         return (step.q_dot, qdd)
@@ -295,6 +279,8 @@ def simulate(
       default `0.05` in float64 (`0.2` in float32): contradicting rows miss by a finite
       fraction of their scale, while the drift of an unstabilised run through a singular
       configuration stays below (docs page "Precision"); `None` turns the check off.
+      Only a least-squares answer is checked: `AutoSolver`'s where it takes its
+      rank-robust path, `UdwadiaKalaba`'s at every evaluation.
     - `throw`: raise on a failed solve (max steps, non-finite values); with `False`
       inspect `Trajectory.result`.
 

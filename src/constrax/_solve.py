@@ -23,6 +23,7 @@ $$W\ddot q = f + A^\top\lambda, \qquad A\ddot q = b.$$
 """
 
 import abc
+import dataclasses
 from typing import ClassVar
 
 import equinox as eqx
@@ -51,6 +52,45 @@ _SINGULAR_MASS = (
 )
 
 
+_INCONSISTENT = (
+    "constrax.simulate: the acceleration-level constraint rows are inconsistent at a "
+    "singular configuration: the state satisfies the velocity constraints, but no "
+    "acceleration satisfies their time derivatives (A qdd = b has no solution where A lost "
+    "rank). Smooth motion cannot reach such a state; it needs an impulsive velocity jump: "
+    "cx.impulsive_jump(system, t, q, qd, p).qd is the velocity after a plastic one. Or "
+    "start from a state reached by the motion, or away from the singular configuration "
+    "(cx.constraint_rank); Accelerations.acceleration_residual shows the mismatch. If it "
+    "fires while integrating *through* a singular configuration, the drift of the "
+    "integration made the rows inconsistent: use stabilisation=cx.Projection() or a "
+    "tighter tolerance. consistency_rtol=None turns this check off."
+    " More on the 'Sharp bits' page of the documentation (docs/sharp-bits.md)."
+)
+
+
+def inconsistent(A, qdd, b, rtol) -> tuple[Array, Array]:
+    r"""$(r, \text{flag})$: the acceleration-level residual $r = A\ddot q - b$ and whether
+    $|r|_\infty > \text{rtol}\,(|b|_\infty + |A|_\infty|\ddot q|_\infty + \text{tiny})$.
+
+    A least-squares answer of a rank-deficient solve leaves $r \neq 0$ exactly when the
+    acceleration rows are inconsistent — a state that satisfies $A\dot q = 0$ at a singular
+    configuration but not the rows' derivatives, which no smooth motion reaches.
+    """
+    r = A @ qdd - b
+    if r.shape[0] == 0:
+        return r, jnp.zeros((), bool)
+    scale = jnp.max(jnp.abs(b)) + jnp.max(jnp.sum(jnp.abs(A), axis=1)) * jnp.max(jnp.abs(qdd))
+    flag = jnp.max(jnp.abs(r)) > rtol * (scale + jnp.finfo(qdd.dtype).tiny)
+    return r, jax.lax.stop_gradient(flag)
+
+
+def _checked_consistent(qdd, A, b, rtol):
+    """`qdd`, or an error where it misses the acceleration rows `A qdd = b` (`inconsistent`)."""
+    if rtol is None:
+        return qdd
+    _, bad = inconsistent(A, qdd, b, rtol)
+    return checked(qdd, bad, _INCONSISTENT)
+
+
 def _cholesky_failed(L):
     """Whether a Cholesky factor has a non-finite diagonal (its matrix not positive definite)."""
     return ~jnp.all(jnp.isfinite(jnp.diagonal(L)))
@@ -71,8 +111,18 @@ class AbstractConstraintSolver(eqx.Module):
         """Return a factorisation state (a pytree)."""
 
     @abc.abstractmethod
-    def solve(self, state, f: Float[Array, " n"], b: Float[Array, " m"]):
-        """Return `(qdd, lam)` with `W qdd = f + A^T lam`, `A qdd = b`."""
+    def solve(
+        self,
+        state,
+        f: Float[Array, " n"],
+        b: Float[Array, " m"],
+        consistency_rtol: float | None = None,
+    ):
+        r"""Return `(qdd, lam)` with `W qdd = f + A^T lam`, `A qdd = b`.
+
+        With `consistency_rtol`, a rank-robust solver raises where its least-squares answer
+        misses $A\ddot q = b$ by more than `consistency_rtol` times the rows' scale (the
+        rows are inconsistent, `inconsistent`); an exact solve has nothing to check."""
 
     @abc.abstractmethod
     def project(self, state, r: Float[Array, " m"]) -> Float[Array, " n"]:
@@ -90,6 +140,9 @@ class _KKTState(eqx.Module):
     perm: Array  # the same as a permutation: (PK)[i] = K[perm[i]]
     singular: Array
     n: int = eqx.field(static=True)
+    # Solve a singular matrix's factor as if its pivots were ones (`AutoSolver`, whose
+    # answer there is another solver's): finite values, finite cotangents, no refactoring.
+    unit_pivots_if_singular: bool = eqx.field(static=True, default=False)
 
 
 # Saddle matrices up to this size are solved with the forward and back substitutions
@@ -118,10 +171,11 @@ def _substitute(T, b, *, lower: bool):
     return b[:, 0]
 
 
-def substitution_solve(lu, perm, r):
+def substitution_solve(lu, perm, r, d=None):
     r"""$K^{-1}r$ from $PK = LU$ (`jax.lax.linalg.lu`'s `lu` and `permutation`):
-    $Ly = Pr$, then $D^{-1}Ux = D^{-1}y$ ($D$ the diagonal of $U$), by `_substitute`."""
-    d = jnp.diagonal(lu)
+    $Ly = Pr$, then $D^{-1}Ux = D^{-1}y$ ($D$ the diagonal of $U$, or `d`), by
+    `_substitute`."""
+    d = jnp.diagonal(lu) if d is None else d
     y = _substitute(lu, r[perm], lower=True)
     return _substitute(lu / d[:, None], y / d, lower=False)
 
@@ -129,9 +183,15 @@ def substitution_solve(lu, perm, r):
 def _lu_solve(state: _KKTState, r):
     """$K^{-1}r$: `substitution_solve` for a small matrix (`SUBSTITUTION_MAX_SIZE`),
     LAPACK's `lu_solve` otherwise."""
+    lu = state.lu
     if state.lu.shape[0] > SUBSTITUTION_MAX_SIZE:
-        return jsl.lu_solve((state.lu, state.piv), r)
-    return substitution_solve(state.lu, state.perm, r)
+        if state.unit_pivots_if_singular:
+            lu = jnp.where(state.singular, jnp.eye(lu.shape[0], dtype=lu.dtype), lu)
+        return jsl.lu_solve((lu, state.piv), r)
+    d = jnp.diagonal(lu)
+    if state.unit_pivots_if_singular:
+        d = jnp.where(state.singular, jnp.ones_like(d), d)
+    return substitution_solve(lu, state.perm, r, d)
 
 
 class KKT(AbstractConstraintSolver):
@@ -182,7 +242,8 @@ class KKT(AbstractConstraintSolver):
             out = checked(out, state.singular, _SINGULAR_KKT)
         return out
 
-    def solve(self, state, f, b):
+    def solve(self, state, f, b, consistency_rtol=None):
+        # An LU solve that does not raise is exact: `consistency_rtol` has nothing to check.
         sol = self._solve(state, jnp.concatenate([f, b]))
         return sol[: state.n], -sol[state.n :]
 
@@ -253,13 +314,13 @@ class UdwadiaKalaba(AbstractConstraintSolver):
     def _lt_solve(self, state, y):  # L^{-T} y
         return jsl.solve_triangular(state.L.T, y, lower=False)
 
-    def solve(self, state, f, b):
+    def solve(self, state, f, b, consistency_rtol=None):
         fa = f + state.kappa * (state.A.T @ b)
         a = jsl.cho_solve((state.L, True), fa)
         y = state.Bpinv @ (b - state.A @ a)
         qdd = a + self._lt_solve(state, y)
         lam = state.Bpinv.T @ y
-        return qdd, lam
+        return _checked_consistent(qdd, state.A, b, consistency_rtol), lam
 
     def project(self, state, r):
         return self._lt_solve(state, state.Bpinv @ r)
@@ -271,7 +332,8 @@ class UdwadiaKalaba(AbstractConstraintSolver):
 
 
 class _AutoState(eqx.Module):
-    kkt: _KKTState  # singular elements refactored on an identity block
+    kkt: _KKTState  # solved with unit pivots where singular
+    A: Array
     X: Array  # the rank-robust solution operator, [qdd; -lam] = X [f; b] (zeros if unused)
     rank: Array
 
@@ -291,7 +353,9 @@ class AutoSolver(AbstractConstraintSolver):
     `UdwadiaKalaba` solve applied to the columns of the identity: it is linear in
     $(f, b)$), once per factorisation, and every `solve` and `project` (a projection is the
     acceleration for $f = 0$) gives each element the result of its own path; in the other
-    steps they are `KKT`'s solves behind a `cond` on the same predicate.
+    steps they are `KKT`'s solves behind a `cond` on the same predicate, and the
+    consistency check of `solve` (`consistency_rtol`), which only a least-squares answer
+    can fail, is made only in the steps that take the rank-robust path.
 
     **Arguments:**
 
@@ -315,21 +379,13 @@ class AutoSolver(AbstractConstraintSolver):
         n, m = W.shape[0], A.shape[0]
         kkt = self._kkt(W.dtype).factor(W, A)
         singular = kkt.singular
-        # The KKT factor of a singular element is replaced by the identity's (a select, no
-        # refactorisation), so that no NaN or inf reaches its discarded solves: their
-        # cotangents would otherwise turn NaN.
-        eye = jnp.eye(n + m, dtype=W.dtype)
-        safe = _KKTState(
-            jnp.where(singular, eye, kkt.K),
-            jnp.where(singular, eye, kkt.lu),
-            jnp.where(singular, jnp.arange(n + m, dtype=kkt.piv.dtype), kkt.piv),
-            jnp.where(singular, jnp.arange(n + m, dtype=kkt.perm.dtype), kkt.perm),
-            singular,
-            n,
-        )
+        # A singular element's KKT solves are discarded, but they must not make NaN or inf:
+        # their cotangents would turn NaN. Its LU is solved with unit pivots instead (the
+        # factor's other entries are bounded by the pivoting; no refactorisation).
+        kkt = dataclasses.replace(kkt, unit_pivots_if_singular=True)
 
-        def regular(W, A, singular):
-            return jnp.zeros((n + m, n + m), W.dtype), jnp.asarray(m, jnp.int32)
+        def regular(K, singular):
+            return jnp.zeros((n + m, n + m), K.dtype), jnp.asarray(m, jnp.int32)
 
         # Rematerialised in a reverse pass: a differentiated `cond` saves the residuals of
         # both branches, and this one's (a decomposition, n + m solves) would otherwise be
@@ -339,35 +395,45 @@ class AutoSolver(AbstractConstraintSolver):
         # diffrax's event root find does), so the rematerialised part raises nothing: it
         # says whether the Cholesky factor failed, and the check is made outside it.
         @jax.checkpoint
-        def operator(W, A, singular):
-            # The rank-robust operator, computed for every element of a batch.
+        def operator(K, singular):
+            # The rank-robust operator, computed for every element of a batch, from the
+            # saddle matrix the LU was taken of (the `cond` then needs no other operand).
+            W, A = K[:n, :n], K[n:, :n]
+            eye = jnp.eye(n + m, dtype=K.dtype)
             uk_solver = UdwadiaKalaba(rtol=self.rtol, throw=False)
             uk = uk_solver.factor(W, A)
             qdd, lam = uk_solver.solve(uk, eye[:n], eye[n:])  # linear in (f, b): all columns
             rank = jnp.where(singular, uk_solver.rank(uk), m)
             return jnp.concatenate([qdd, -lam]), rank, _cholesky_failed(uk.L)
 
-        def rank_robust(W, A, singular):
-            X, rank, failed = operator(W, A, singular)
+        def rank_robust(K, singular):
+            X, rank, failed = operator(K, singular)
             return checked(X, failed, _SINGULAR_MASS), rank
 
-        X, rank = jax.lax.cond(eqxi.unvmap_any(singular), rank_robust, regular, W, A, singular)
-        return _AutoState(safe, X, rank)
+        X, rank = jax.lax.cond(eqxi.unvmap_any(singular), rank_robust, regular, kkt.K, singular)
+        return _AutoState(kkt, A, X, rank)
 
-    def _select(self, state, kkt_out, rhs):
-        # The product with X and the selection only in steps where some element is
+    def _select(self, state, kkt_out, rhs, check=lambda sol: sol):
+        # The product with X, the selection and `check` only in steps where some element is
         # singular: a batch of regular states pays one cond per solve, not a product.
         singular = state.kkt.singular
         return jax.lax.cond(
             eqxi.unvmap_any(singular),
-            lambda: jnp.where(singular, state.X @ rhs, kkt_out),
+            lambda: check(jnp.where(singular, state.X @ rhs, kkt_out)),
             lambda: kkt_out,
         )
 
-    def solve(self, state, f, b):
-        rhs = jnp.concatenate([f, b])
-        sol = self._select(state, KKT(throw=False)._solve(state.kkt, rhs), rhs)
+    def solve(self, state, f, b, consistency_rtol=None):
         n = state.kkt.n
+        rhs = jnp.concatenate([f, b])
+
+        def check(sol):
+            # Only a least-squares answer can miss the rows; the LU's, where the pivots say
+            # the saddle matrix is regular, is exact to its conditioning.
+            qdd = _checked_consistent(sol[:n], state.A, b, consistency_rtol)
+            return jnp.concatenate([qdd, sol[n:]])
+
+        sol = self._select(state, KKT(throw=False)._solve(state.kkt, rhs), rhs, check)
         return sol[:n], -sol[n:]
 
     def project(self, state, r):
