@@ -61,8 +61,9 @@ _INCONSISTENT = (
     "start from a state reached by the motion, or away from the singular configuration "
     "(cx.constraint_rank); Accelerations.acceleration_residual shows the mismatch. If it "
     "fires while integrating *through* a singular configuration, the drift of the "
-    "integration made the rows inconsistent: use stabilisation=cx.Projection() or a "
-    "tighter tolerance. consistency_rtol=None turns this check off."
+    "integration made the rows inconsistent: keep the default stabilisation "
+    "(cx.StepProjection()) or use a tighter tolerance. consistency_rtol=None turns this "
+    "check off."
     " More on the 'Sharp bits' page of the documentation (docs/sharp-bits.md)."
 )
 
