@@ -22,7 +22,8 @@ Three measurements, each option of `stabilisation=` beside the hand-written vect
 
 The contenders of a table are compiled ahead of time and timed in turn, round after round,
 each keeping its fastest round (a burst of load on the shared machine then slows one round
-of all of them, not every repeat of one); compile times from cold caches. float64, CPU.
+of all of them, not every repeat of one); the one-state fixed-step rows take five times the
+rounds (`SINGLE_STATE_ROUNDS`). Compile times from cold caches. float64, CPU.
 """
 
 import argparse
@@ -125,6 +126,7 @@ OPTIONS = {
     "None": None,
 }
 RK4_OPTIONS = ("StepProjection() (default)", "None")
+SINGLE_STATE_ROUNDS = 5  # times the rounds of a batch, for the one-state fixed-step rows
 
 
 def _min_time(f, *args, repeats):
@@ -151,7 +153,7 @@ def _eqns(f, *args) -> int:
         n = 0
         for eqn in jaxpr.eqns:
             n += 1
-            for sub in jax.core.jaxprs_in_params(eqn.params):
+            for sub in jax.extend.core.jaxprs_in_params(eqn.params):
                 n += count(sub)
         return n
 
@@ -257,7 +259,10 @@ def fixed_step(repeats: int, batch: int) -> list[dict]:
                 name: jax.jit(jax.vmap(fn, in_axes=(0, 0, None))).lower(qb, qdb, p).compile()
                 for name, fn in contenders.items()
             }
-            times = _interleaved(list(fs.values()), (qb, qdb, p), repeats)
+            # One state's rollout takes 20-50 ms, and on a shared machine its fastest of 10
+            # rounds scattered by a quarter between two passes in one process: 5x the rounds.
+            rounds = SINGLE_STATE_ROUNDS * repeats if b == 1 else repeats
+            times = _interleaved(list(fs.values()), (qb, qdb, p), rounds)
             for t, name in zip(times, fs, strict=True):
                 solver_name = type(solver).__name__
                 us = t / (b * steps) * 1e6
@@ -315,8 +320,9 @@ def _report(result: dict) -> str:
         f"- versions: python {m['python']}, jax {m['jax']}, diffrax {m['diffrax']}, "
         f"equinox {m['equinox']}, constrax {m['constrax']}",
         "- one run; the contenders (compiled ahead, one untimed call each) run in turn, "
-        "round after round, each keeping its fastest round; compile columns from cold "
-        "caches; compare ratios within this run",
+        "round after round, each keeping its fastest round (the one-state fixed-step rows "
+        f"{SINGLE_STATE_ROUNDS}x the rounds); compile columns from cold caches; compare "
+        "ratios within this run",
         f"- `{LAPACK_DEFAULTS}`: the defaults traced with LAPACK's triangular solves for the "
         "saddle matrix (the engine before 2026-11-27; the snake cart's is 6 x 6, solved "
         "with written-out substitutions since)",
