@@ -288,7 +288,7 @@ def test_only_a_least_squares_answer_is_checked_for_consistency():
     # unchecked even at rtol = 0, which its rounding-level residual would fail; where the
     # rows are dependent and contradict each other (b = (1, -1) on a repeated row), the
     # least-squares answer of AutoSolver and UdwadiaKalaba raises, in a batch with a
-    # regular element too. KKT accepts the argument (it raises on the singular matrix).
+    # regular element too. KKT accepts the argument and returns its exact answer.
     from constrax._solve import inconsistent
 
     W, A, f, b = _random_system(13)
