@@ -185,7 +185,7 @@ def _lu_solve(state: _KKTState, r):
     """$K^{-1}r$: `substitution_solve` for a small matrix (`SUBSTITUTION_MAX_SIZE`),
     LAPACK's `lu_solve` otherwise."""
     lu = state.lu
-    if state.lu.shape[0] > SUBSTITUTION_MAX_SIZE:
+    if lu.shape[0] > SUBSTITUTION_MAX_SIZE:
         if state.unit_pivots_if_singular:
             lu = jnp.where(state.singular, jnp.eye(lu.shape[0], dtype=lu.dtype), lu)
         return jsl.lu_solve((lu, state.piv), r)
@@ -334,7 +334,6 @@ class UdwadiaKalaba(AbstractConstraintSolver):
 
 class _AutoState(eqx.Module):
     kkt: _KKTState  # solved with unit pivots where singular
-    A: Array
     X: Array  # the rank-robust solution operator, [qdd; -lam] = X [f; b] (zeros if unused)
     rank: Array
 
@@ -412,7 +411,7 @@ class AutoSolver(AbstractConstraintSolver):
             return checked(X, failed, _SINGULAR_MASS), rank
 
         X, rank = jax.lax.cond(eqxi.unvmap_any(singular), rank_robust, regular, kkt.K, singular)
-        return _AutoState(kkt, A, X, rank)
+        return _AutoState(kkt, X, rank)
 
     def _select(self, state, kkt_out, rhs, check=lambda sol: sol):
         # The product with X, the selection and `check` only in steps where some element is
@@ -431,7 +430,8 @@ class AutoSolver(AbstractConstraintSolver):
         def check(sol):
             # Only a least-squares answer can miss the rows; the LU's, where the pivots say
             # the saddle matrix is regular, is exact to its conditioning.
-            qdd = _checked_consistent(sol[:n], state.A, b, consistency_rtol)
+            A = state.kkt.K[n:, :n]  # the saddle matrix's constraint block
+            qdd = _checked_consistent(sol[:n], A, b, consistency_rtol)
             return jnp.concatenate([qdd, sol[n:]])
 
         sol = self._select(state, KKT(throw=False)._solve(state.kkt, rhs), rhs, check)
