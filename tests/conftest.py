@@ -8,6 +8,11 @@ import os
 # enables fast-math; the arithmetic is IEEE either way. Set before JAX starts its CPU
 # backend; inherited by the subprocesses tests start (notebooks, docs build, benchmarks).
 # CONSTRAX_TEST_FAST_COMPILE=0 tests XLA's default pipeline instead.
+# One thing differs at optimisation level 0: the backward pass of diffrax's
+# RecursiveCheckpointAdjoint does not recompute adaptive steps bit for bit as the forward pass
+# took them, and at tolerances near 1e-10 reverse-mode Jacobians through adaptive steps can be
+# wrong by O(1) (docs/concepts/gradients.md, "Adaptive steps and the recomputation"). Tests
+# that optimise with reverse-mode Jacobians use fixed steps or diffrax.ForwardMode().
 FAST_COMPILE = (
     "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
     " --xla_llvm_disable_expensive_passes=true"

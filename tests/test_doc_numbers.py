@@ -249,3 +249,35 @@ def test_stabilisation_page_quotes_the_defaults_ratios_of_the_committed_run():
     ]
     page = (ROOT / "docs" / "concepts" / "stabilisation.md").read_text()
     assert missing(page, claims) == []
+
+
+def _sci(x: float) -> str:
+    """`x` as the gradients page writes it: `7.1\\times10^{-14}`, or `9.1` from 0.1 to 10."""
+    if 0.1 <= abs(x) < 10:
+        return f"{x:.1f}"
+    mantissa, exponent = f"{x:.1e}".split("e")
+    return rf"{mantissa}\times10^{{{int(exponent)}}}"
+
+
+def test_gradients_page_quotes_the_committed_adaptive_reverse_gradient_run():
+    """The differences between reverse- and forward-mode Jacobians through adaptive steps
+    that the gradients page quotes are those of
+    `benchmarks/results/adaptive_reverse_gradients_cpu.json`."""
+    settings = json.loads((RESULTS / "adaptive_reverse_gradients_cpu.json").read_text())
+    settings = settings["settings"]
+    rows = [{r["adjoint"].split(" (")[0]: r["max_abs_difference"] for r in s["rows"]}
+            for s in settings]  # fmt: skip
+    *repeating, level0 = rows
+    assert "optimisation level 0" in settings[-1]["setting"]
+    default = "RecursiveCheckpointAdjoint()"
+    every_step = "RecursiveCheckpointAdjoint(checkpoints=16384)"
+    hand = "hand-written diffrax ODE, RecursiveCheckpointAdjoint()"
+    nothing_recomputed = max(*level0[every_step], *level0["fixed steps dt0 = 0.05"])
+    claims = [
+        f"is at most ${_sci(max(max(v) for r in repeating for v in r.values()))}$",
+        f"it is ${_sci(min(level0[default]))}$ to ${_sci(max(level0[default]))}$",
+        f"(up to ${_sci(max(level0[hand]))}$)",
+        f"the difference is ${_sci(nothing_recomputed)}$ at most again",
+    ]
+    page = (ROOT / "docs" / "concepts" / "gradients.md").read_text()
+    assert missing(page, claims) == []

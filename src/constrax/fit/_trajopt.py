@@ -52,13 +52,20 @@ class TrajectoryProblem(AbstractProblem):
       `cx.fit.default_adjoint`; e.g. `diffrax.BacksolveAdjoint()` or
       `diffrax.ForwardMode()` also work).
 
+    Fixed steps (`dt0` with `diffrax.ConstantStepSize()`) make the objective a smooth
+    function of the controls and its reverse-mode gradient independent of how the compiler
+    recomputes the steps; adaptive steps at `cx.fit`'s tight tolerance depend on that
+    recomputation repeating the forward pass's step decisions (docs/concepts/gradients.md,
+    "Adaptive steps and the recomputation").
+
     **Example:**
 
     ```python
     params = {"m": 1.0, "I": 0.1, "u": cx.fit.PiecewiseLinear(knots0, 0.0, 4.0)}
     problem = cx.fit.TrajectoryProblem(system, q0, qd0, params, controls=lambda p: p["u"],
                                        t1=4.0, goal_q=jnp.array([0.0, 1.0, 0.0]),
-                                       goal_qd=jnp.zeros(3), effort_weight=1e-3)
+                                       goal_qd=jnp.zeros(3), effort_weight=1e-3,
+                                       dt0=0.05, stepsize_controller=diffrax.ConstantStepSize())
     res = cx.fit.solve(problem, params)
     ```
     """
