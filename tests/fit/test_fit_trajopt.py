@@ -131,6 +131,22 @@ def test_knife_edge_steered_sideways():
     assert float(jnp.max(jnp.abs(traj.q[:, 1:]))) == 0.0
 
 
+def test_unconverged_fit_with_reverse_mode_through_adaptive_steps_names_the_recomputation():
+    """A Levenberg–Marquardt run that hits `steps` on adaptive steps with reverse-mode
+    Jacobians (`RecursiveCheckpointAdjoint`) says that those Jacobians depend on the
+    backward pass recomputing the steps exactly, and what does not; with fixed steps or
+    forward mode the error does not say so."""
+    with pytest.raises(RuntimeError, match=r"stopped after 1 of `steps`=1 steps") as err:
+        fit.solve(problem(), PARAMS, steps=1)
+    message = str(err.value)
+    assert "recomputes the forward steps exactly" in message, message
+    assert "diffrax.ConstantStepSize()" in message and "diffrax.ForwardMode()" in message
+    assert message.endswith("or pass throw=False to get the FitResult")
+    fixed = problem(stepsize_controller=diffrax.ConstantStepSize(), dt0=T / 200)
+    for quiet in (fixed, problem(adjoint=diffrax.ForwardMode())):
+        assert "recomputes" not in fit._solve._unconverged_advice(quiet)
+
+
 def test_trajectory_problem_errors():
     with pytest.raises(ValueError, match=r"`knots` must have shape \(N, d\) with N >= 2"):
         fit.PiecewiseLinear(jnp.zeros((1, 2)), 0.0, 1.0)

@@ -104,6 +104,27 @@ def _jac_mode(problem) -> str:
     return "fwd" if isinstance(adjoint, diffrax.ForwardMode) else "bwd"
 
 
+def _unconverged_advice(problem) -> str:
+    """What the error of a least-squares run that did not converge advises. With adaptive
+    steps and `RecursiveCheckpointAdjoint`, the Jacobians are right only if the backward pass
+    recomputes the forward pass's steps exactly (docs/concepts/gradients.md, "Adaptive
+    steps and the recomputation")."""
+    advice = "Raise `steps`, check the starting parameters and the observations"
+    controller = getattr(problem, "stepsize_controller", None)
+    if (
+        controller is not None
+        and not isinstance(controller, diffrax.ConstantStepSize)
+        and isinstance(getattr(problem, "adjoint", None), diffrax.RecursiveCheckpointAdjoint)
+    ):
+        advice += (
+            "; with adaptive steps, reverse-mode Jacobians are right only if the backward "
+            "pass recomputes the forward steps exactly, which not every compiler setting does "
+            "(docs/concepts/gradients.md): fixed steps (`dt0` with "
+            "diffrax.ConstantStepSize()) or adjoint=diffrax.ForwardMode() do not depend on it"
+        )
+    return advice + ", or pass throw=False to get the FitResult"
+
+
 @eqx.filter_jit
 def _least_squares(problem, z0, solver, max_steps, throw):
     sol = optx.least_squares(
@@ -202,8 +223,7 @@ def solve(
             raise RuntimeError(
                 f"constrax.fit.solve: {type(optimiser).__name__} stopped after {int(n)} of "
                 f"`steps`={steps} steps without converging ({_result_message(result)}); "
-                f"the loss is {float(loss):.6g}. Raise `steps`, check the starting "
-                "parameters and the observations, or pass throw=False to get the FitResult"
+                f"the loss is {float(loss):.6g}. {_unconverged_advice(problem)}"
             )
         return FitResult(problem.params_of(z), z, loss, int(n), None, False, result)
     if optax is None or not isinstance(optimiser, optax.GradientTransformation):
