@@ -95,29 +95,30 @@ def one() -> dict:
 
         return final
 
+    def residuals(**kw):  # the problem's residuals as a function of the knots
+        pr = problem(**kw)
+        return lambda knots: pr.residuals(cx.fit.PiecewiseLinear(knots, 0.0, 4.0))
+
     fixed = dict(dt0=0.05, stepsize_controller=diffrax.ConstantStepSize())
+    forward, every_step = (
+        diffrax.ForwardMode(),
+        diffrax.RecursiveCheckpointAdjoint(checkpoints=16384),
+    )
     pairs = {  # label -> (reverse-mode function of the knots, forward-mode one)
-        ADJOINTS[0]: (problem(stepsize_controller=pid), None),
-        ADJOINTS[1]: (
-            problem(
-                stepsize_controller=pid,
-                adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=16384),
-            ),
-            None,
+        ADJOINTS[0]: (
+            residuals(stepsize_controller=pid),
+            residuals(stepsize_controller=pid, adjoint=forward),
         ),
-        ADJOINTS[2]: (problem(**fixed), problem(**fixed, adjoint=diffrax.ForwardMode())),
-        ADJOINTS[3]: (hand(diffrax.RecursiveCheckpointAdjoint()), hand(diffrax.ForwardMode())),
+        ADJOINTS[1]: (
+            residuals(stepsize_controller=pid, adjoint=every_step),
+            residuals(stepsize_controller=pid, adjoint=forward),
+        ),
+        ADJOINTS[2]: (residuals(**fixed), residuals(**fixed, adjoint=forward)),
+        ADJOINTS[3]: (hand(diffrax.RecursiveCheckpointAdjoint()), hand(forward)),
     }
-    forward_pid = problem(stepsize_controller=pid, adjoint=diffrax.ForwardMode())
     rows = []
     for label, (rev, fwd) in pairs.items():
-        if isinstance(rev, cx.fit.TrajectoryProblem):
-            fwd = fwd or forward_pid
-            rev_f = lambda k, pr=rev: pr.residuals(cx.fit.PiecewiseLinear(k, 0.0, 4.0))
-            fwd_f = lambda k, pr=fwd: pr.residuals(cx.fit.PiecewiseLinear(k, 0.0, 4.0))
-        else:
-            rev_f, fwd_f = rev, fwd
-        jr, jf = eqx.filter_jit(jax.jacrev(rev_f)), eqx.filter_jit(jax.jacfwd(fwd_f))
+        jr, jf = eqx.filter_jit(jax.jacrev(rev)), eqx.filter_jit(jax.jacfwd(fwd))
         errors = []
         for key in KEYS:
             knots = 0.3 * jax.random.normal(jax.random.PRNGKey(key), (9, 2))
