@@ -1,19 +1,22 @@
 r"""IPOPT on the structural nonzeros against IPOPT on the dense derivative blocks
-(`cx.fit.IPOPT(sparsity="sampled")`, the default, against `sparsity="blocks"`), interleaved
-in one process on the problems of `benchmarks/trajopt.py`.
+(`cx.fit.IPOPT(sparsity="sampled")` against `sparsity="blocks"`, the default), and the dense
+blocks passed through `cyipopt`'s own callbacks instead of IPOPT's C interface (what
+`cx.fit.IPOPT` did before 2026-11-27: the same IPOPT library, the same evaluations; `cyipopt`
+copies the Jacobian and Hessian values into IPOPT's arrays one Python-level index at a
+time), interleaved in one process on the problems of `benchmarks/trajopt.py`.
 
 Usage (from the repository root):
 
     python benchmarks/trajopt_sparsity.py  # -> benchmarks/results/trajopt_sparsity_cpu.{json,md}
     python benchmarks/trajopt_sparsity.py --repeats 5 --out /tmp/bench
 
-Per problem and structure: the entries IPOPT is given, the solve's objective, iterations,
+Per problem and variant: the entries IPOPT is given, the solve's objective, iterations,
 violation and the largest difference of the multipliers between the two structures; the
 wall time of `cx.fit.solve_optimal_control` (compile excluded: a first solve of each is
 discarded) and IPOPT's own timing statistics (`print_timing_statistics`: CPU time, user +
 system, of the whole algorithm, of the search direction — the MUMPS factorisations and
 solves — and of the function evaluations), each the median over `--repeats` solves taken in
-alternating order. CPU times are less disturbed than wall times by other jobs on a shared
+rotating order. CPU times are less disturbed than wall times by other jobs on a shared
 machine. Also the cost of sampling the structure (once per problem; warm programs).
 """
 
@@ -39,9 +42,15 @@ if __name__ == "__main__":
 import constrax as cx  # noqa: E402
 from benchmarks import trajopt  # noqa: E402
 from benchmarks._report import loadavg, machine_info, md_table, write_json  # noqa: E402
-from constrax.fit import _ipopt  # noqa: E402
+from constrax.fit import _ipopt, _ipopt_c  # noqa: E402
 
-STRUCTURES = ("blocks", "sampled")
+# (name, IPOPT(sparsity=...), through cyipopt's callbacks)
+VARIANTS = {
+    "blocks": ("blocks", False),
+    "sampled": ("sampled", False),
+    "blocks, cyipopt's callbacks": ("blocks", True),
+}
+STRUCTURES = tuple(VARIANTS)
 TIMERS = {
     "overall": "OverallAlgorithm",
     "search_direction": "ComputeSearchDirection",
@@ -64,7 +73,36 @@ def timing(path: str) -> dict:
     return out
 
 
-def solve(problem, transcription, structure: str, log: str):
+def cyipopt_solve(n, lo, hi, m, cl, cu, jac, hess, callbacks, x0, options, multipliers0=None):
+    """`_ipopt_c.solve` through `cyipopt.Problem` (its callbacks read `callbacks`)."""
+    import cyipopt
+
+    problem_obj = type(
+        "Callbacks",
+        (),
+        {
+            "objective": staticmethod(callbacks.objective),
+            "gradient": staticmethod(callbacks.gradient),
+            "constraints": staticmethod(callbacks.constraints),
+            "jacobian": staticmethod(callbacks.jacobian),
+            "hessian": staticmethod(callbacks.hessian),
+            "jacobianstructure": staticmethod(lambda: jac),
+            "hessianstructure": staticmethod(lambda: hess),
+            "intermediate": staticmethod(
+                lambda _, it, obj, inf_pr, *r: callbacks.intermediate(it, obj, inf_pr)
+            ),
+        },
+    )()
+    problem = cyipopt.Problem(n=n, m=m, problem_obj=problem_obj, lb=lo, ub=hi, cl=cl, cu=cu)
+    for key, value in options.items():
+        problem.add_option(key, value)
+    kw = {} if multipliers0 is None else {"lagrange": multipliers0}
+    x, info = problem.solve(np.asarray(x0, np.float64), **kw)
+    return x, float(info["obj_val"]), int(info["status"]), np.asarray(info["mult_g"])
+
+
+def solve(problem, transcription, variant: str, log: str):
+    structure, through_cyipopt = VARIANTS[variant]
     solver = cx.fit.IPOPT(
         sparsity=structure,
         options={
@@ -76,9 +114,14 @@ def solve(problem, transcription, structure: str, log: str):
         tol=trajopt.IPOPT_OPTIONS["tol"],
         constr_viol_tol=trajopt.IPOPT_OPTIONS["constr_viol_tol"],
     )
-    t0 = time.perf_counter()
-    sol = cx.fit.solve_optimal_control(problem, transcription=transcription, solver=solver)
-    return sol, time.perf_counter() - t0
+    c_solve = _ipopt_c.solve
+    _ipopt_c.solve = cyipopt_solve if through_cyipopt else c_solve
+    try:
+        t0 = time.perf_counter()
+        sol = cx.fit.solve_optimal_control(problem, transcription=transcription, solver=solver)
+        return sol, time.perf_counter() - t0
+    finally:
+        _ipopt_c.solve = c_solve
 
 
 def run_case(name: str, problem, N: int, repeats: int, log: str) -> dict:
@@ -95,20 +138,27 @@ def run_case(name: str, problem, N: int, repeats: int, log: str) -> dict:
     sampling_s = time.perf_counter() - t0
     samples = {s: {"wall": [], **{k: [] for k in TIMERS}} for s in STRUCTURES}
     for r in range(repeats):
-        for s in STRUCTURES if r % 2 == 0 else STRUCTURES[::-1]:
+        k = r % len(STRUCTURES)
+        for s in STRUCTURES[k:] + STRUCTURES[:k]:
             sol, wall = solve(problem, tr, s, log)
             samples[s]["wall"].append(wall)
             for k, v in timing(log).items():
                 samples[s][k].append(v["cpu"])
     med = {s: {k: statistics.median(v) for k, v in samples[s].items()} for s in STRUCTURES}
-    a, b = first["blocks"], first["sampled"]
+    a = first["blocks"]
     return {
         "problem": name,
         "N": N,
         "nz": L.nz,
         "nc": L.nc,
-        "jacobian_entries": {"blocks": int(L.jac_rows.size), "sampled": int(S.jac_kept.size)},
-        "hessian_entries": {"blocks": int(L.hess_rows.size), "sampled": int(S.hess_kept.size)},
+        "jacobian_entries": {
+            s: int(S.jac_kept.size if VARIANTS[s][0] == "sampled" else L.jac_rows.size)
+            for s in STRUCTURES
+        },
+        "hessian_entries": {
+            s: int(S.hess_kept.size if VARIANTS[s][0] == "sampled" else L.hess_rows.size)
+            for s in STRUCTURES
+        },
         "sampling_s": sampling_s,
         "solutions": {
             s: {
@@ -119,8 +169,8 @@ def run_case(name: str, problem, N: int, repeats: int, log: str) -> dict:
             }
             for s, sol in first.items()
         },
-        "objective_difference": abs(a.objective - b.objective),
-        "multiplier_difference": _multiplier_difference(a, b),
+        "objective_difference": max(abs(a.objective - o.objective) for o in first.values()),
+        "multiplier_difference": max(_multiplier_difference(a, o) for o in first.values()),
         "median": med,
         "samples": samples,
     }
@@ -135,7 +185,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
     head = [
         "problem",
         "N",
-        "structure",
+        "variant",
         "Jacobian / Hessian entries",
         "objective",
         "iter",
@@ -163,13 +213,14 @@ def markdown(rows: list[dict], meta: dict) -> str:
                 ]
             )
     lines = [
-        "# IPOPT on the structural nonzeros against the dense blocks (CPU)",
+        "# IPOPT on the structural nonzeros against the dense blocks, and through cyipopt's "
+        "callbacks (CPU)",
         "",
         f"- date (UTC): {meta['date']}; load average at start {meta['load_start']}, "
         f"at end {meta['load_end']}",
         f"- machine: {meta['machine']['cpu_model']}, {meta['machine']['cpu_cores']} cores; "
         f"jax {meta['machine']['jax']}",
-        f"- medians over {meta['repeats']} solves each, the two structures alternating; "
+        f"- medians over {meta['repeats']} solves each, the variants in rotating order; "
         "CPU = user + system seconds from IPOPT's timing statistics",
         "",
         *md_table(head, table),
@@ -177,8 +228,9 @@ def markdown(rows: list[dict], meta: dict) -> str:
     ]
     for r in rows:
         lines.append(
-            f"- {r['problem']} N={r['N']}: objectives differ by {r['objective_difference']:.1e}, "
-            f"multipliers by {r['multiplier_difference']:.1e} (relative); sampling the "
+            f"- {r['problem']} N={r['N']}: objectives differ from the blocks' by at most "
+            f"{r['objective_difference']:.1e}, multipliers by "
+            f"{r['multiplier_difference']:.1e} (relative); sampling the "
             f"structure {1e3 * r['sampling_s']:.1f} ms (once per problem)"
         )
     return "\n".join(lines) + "\n"

@@ -1,7 +1,8 @@
 r"""`IPOPT`: the interior-point NLP solver of Wächter & Biegler ("On the implementation of
 an interior-point filter line-search algorithm for large-scale nonlinear programming",
-Math. Programming 2006), through `cyipopt` (the `cyipopt-wheels` distribution bundles
-IPOPT with MUMPS: `pip install constrax[trajopt]`).
+Math. Programming 2006): the IPOPT that `cyipopt` links (the `cyipopt-wheels` distribution
+bundles IPOPT with MUMPS: `pip install constrax[trajopt]`), called through its C interface
+(`_ipopt_c.py`: IPOPT reads and writes numpy views of its own arrays).
 
 It is fed JAX-compiled callbacks: the objective and its gradient, the constraints, the
 values of their sparse Jacobian and of the Hessian of the Lagrangian on fixed structures:
@@ -24,6 +25,7 @@ import jax
 import numpy as np
 
 from .._compilation import compiler_options
+from . import _ipopt_c
 from ._sparsity import (
     Structure,
     StructureViolation,
@@ -32,28 +34,28 @@ from ._sparsity import (
     sampled_structure,
 )
 
-# IPOPT's ApplicationReturnStatus, as names.
+# IPOPT's ApplicationReturnStatus: a name and what IPOPT says of it.
 _STATUS = {
-    0: "solved",
-    1: "solved_to_acceptable_level",
-    2: "infeasible_problem_detected",
-    3: "search_direction_becomes_too_small",
-    4: "diverging_iterates",
-    5: "user_requested_stop",
-    6: "feasible_point_found",
-    -1: "maximum_iterations_exceeded",
-    -2: "restoration_failed",
-    -3: "error_in_step_computation",
-    -4: "maximum_cputime_exceeded",
-    -5: "maximum_walltime_exceeded",
-    -10: "not_enough_degrees_of_freedom",
-    -11: "invalid_problem_definition",
-    -12: "invalid_option",
-    -13: "invalid_number_detected",
-    -100: "unrecoverable_exception",
-    -101: "nonipopt_exception_thrown",
-    -102: "insufficient_memory",
-    -199: "internal_error",
+    0: ("solved", "Optimal Solution Found."),
+    1: ("solved_to_acceptable_level", "Solved To Acceptable Level (not the desired tolerances)."),
+    2: ("infeasible_problem_detected", "Converged to a point of local infeasibility."),
+    3: ("search_direction_becomes_too_small", "Search Direction is becoming Too Small."),
+    4: ("diverging_iterates", "Iterates diverging; problem might be unbounded."),
+    5: ("user_requested_stop", "Stopping optimization at current point as requested by user."),
+    6: ("feasible_point_found", "Feasible point for square problem found."),
+    -1: ("maximum_iterations_exceeded", "Maximum Number of Iterations Exceeded."),
+    -2: ("restoration_failed", "Restoration Failed!"),
+    -3: ("error_in_step_computation", "Error in step computation!"),
+    -4: ("maximum_cputime_exceeded", "Maximum CPU time exceeded."),
+    -5: ("maximum_walltime_exceeded", "Maximum wallclock time exceeded."),
+    -10: ("not_enough_degrees_of_freedom", "Problem has too few degrees of freedom."),
+    -11: ("invalid_problem_definition", "Inconsistent variable bounds or constraint sides."),
+    -12: ("invalid_option", "Invalid option encountered."),
+    -13: ("invalid_number_detected", "Invalid number in NLP function or derivative detected."),
+    -100: ("unrecoverable_exception", "Some uncaught Ipopt exception encountered."),
+    -101: ("nonipopt_exception_thrown", "Unknown Exception caught in Ipopt."),
+    -102: ("insufficient_memory", "Not enough memory."),
+    -199: ("internal_error", "INTERNAL ERROR: Unknown SolverReturn value - Notify IPOPT Authors."),
 }
 
 
@@ -90,10 +92,9 @@ class IPOPT(eqx.Module):
       problem 5,000 of 16,250 Jacobian and 1,059 of 4,134 Hessian entries); the others are
       checked to be zero (to round-off) at every evaluation, and a nonzero one (a
       derivative behind a `jnp.where`) makes the solve start again on the dense blocks,
-      with a warning naming the entry. The solution is the same to round-off; fewer
-      entries cost less to pass, but MUMPS factorises the finer pattern more slowly (in
-      smaller fronts), which outweighed it on the problems measured
-      (`benchmarks/trajopt_sparsity.py`).
+      with a warning naming the entry. The solution is the same to round-off, but MUMPS
+      factorises the finer pattern more slowly (in smaller fronts): slower on every problem
+      measured (`benchmarks/trajopt_sparsity.py`).
 
     **Example:** `cx.fit.IPOPT(tol=1e-8, max_iter=500, options={"linear_solver": "mumps"})`
     """
@@ -131,8 +132,8 @@ class IPOPT(eqx.Module):
     ) -> NLPResult:
         """Solve `nlp` (a transcription's `AbstractNLP`) from `z0`."""
         try:
-            import cyipopt
-        except ImportError:
+            _ipopt_c.library()
+        except ModuleNotFoundError:
             raise ImportError(
                 "cx.fit.IPOPT needs cyipopt: pip install 'constrax[trajopt]' (installs "
                 "cyipopt-wheels, which bundles IPOPT)"
@@ -145,9 +146,7 @@ class IPOPT(eqx.Module):
             structure = block_structure(L)
         else:
             structure = _sampled(evaluator, L, lo, hi, hessian=self.hessian == "exact")
-        run = functools.partial(
-            self._run, cyipopt, nlp, evaluator, z0, progress, callback, multipliers0
-        )
+        run = functools.partial(self._run, nlp, evaluator, z0, progress, callback, multipliers0)
         result = run(structure)
         e = evaluator.violation
         if e is None:
@@ -166,7 +165,7 @@ class IPOPT(eqx.Module):
         return run(block_structure(L))
 
     def _run(
-        self, cyipopt, nlp, evaluator, z0, progress, callback, multipliers0, structure: Structure
+        self, nlp, evaluator, z0, progress, callback, multipliers0, structure: Structure
     ) -> NLPResult:
         """One IPOPT solve on the derivative entries `structure`."""
         L = nlp.layout
@@ -176,7 +175,7 @@ class IPOPT(eqx.Module):
         bar = _progress(progress, self.max_iter)
         count = [0]
 
-        def intermediate(alg_mod, it, obj, inf_pr, inf_du, *rest):
+        def intermediate(it, obj, inf_pr):
             count[0] = it
             if evaluator.violation is not None:
                 return False  # a dropped entry is not zero: stop, solve again on the blocks
@@ -187,20 +186,14 @@ class IPOPT(eqx.Module):
                 return False  # the callback asked to stop
             return True
 
-        # cyipopt reads the callbacks as attributes: the evaluator's bound methods, no
-        # further wrapping.
         callbacks = types.SimpleNamespace(
             objective=evaluator.objective,
             gradient=evaluator.gradient,
             constraints=evaluator.constraints,
-            jacobianstructure=lambda: (structure.jac_rows, structure.jac_cols),
             jacobian=evaluator.jacobian,
-            hessianstructure=lambda: (structure.hess_rows, structure.hess_cols),
             hessian=evaluator.hessian,
             intermediate=intermediate,
         )
-
-        problem = cyipopt.Problem(n=L.nz, m=L.nc, problem_obj=callbacks, lb=lo, ub=hi, cl=cl, cu=cu)
         options = {
             "tol": float(self.tol),
             "constr_viol_tol": float(self.constr_viol_tol),
@@ -213,14 +206,22 @@ class IPOPT(eqx.Module):
         if multipliers0 is not None:
             options["warm_start_init_point"] = "yes"
         options.update(self.options or {})
-        for key, value in options.items():
-            problem.add_option(key, value)
         try:
             with _quiet_failed_checks():
-                if multipliers0 is not None:
-                    z, info = problem.solve(np.asarray(z0, np.float64), lagrange=multipliers0)
-                else:
-                    z, info = problem.solve(np.asarray(z0, np.float64))
+                z, objective, code, multipliers = _ipopt_c.solve(
+                    L.nz,
+                    lo,
+                    hi,
+                    L.nc,
+                    cl,
+                    cu,
+                    (structure.jac_rows, structure.jac_cols),
+                    (structure.hess_rows, structure.hess_cols),
+                    callbacks,
+                    z0,
+                    options,
+                    multipliers0,
+                )
         except Exception as e:
             failed = _evaluation_error(e, count[0])
             if failed is None:
@@ -229,17 +230,14 @@ class IPOPT(eqx.Module):
         finally:
             if bar is not None:
                 bar.close()
-        code = int(info["status"])
-        msg = info["status_msg"]
-        msg = msg.decode() if isinstance(msg, bytes) else str(msg)
-        z = np.asarray(z, np.float64)
+        status, msg = _STATUS.get(code, (f"ipopt_status_{code}", f"IPOPT returned status {code}"))
         return NLPResult(
             z=z,
-            status=_STATUS.get(code, f"ipopt_status_{code}"),
+            status=status,
             message=msg,
             iterations=count[0],
-            objective=float(info["obj_val"]),
-            multipliers=np.asarray(info["mult_g"]),
+            objective=objective,
+            multipliers=multipliers,
             solved=code == 0,
             objective_at_z=evaluator.objective(z),
             constraints_at_z=evaluator.constraints(z),
@@ -288,8 +286,8 @@ def _split(nlp):
 class _Evaluator:
     """IPOPT's callbacks on one NLP: numpy float64 in and out, each program called once per
     point. IPOPT evaluates the objective and the constraints at the same trial point, and the
-    gradient and the Jacobian at the same accepted point (cyipopt does not pass IPOPT's
-    `new_x` flag), so each pair is computed by one program and kept for the last point.
+    gradient and the Jacobian at the same accepted point, so each pair is computed by one
+    program and kept for the last point.
 
     The Jacobian and the Hessian are returned on the entries of a `Structure` (`use`; all
     entries of the blocks until then): the programs compute the dense blocks, the kept
@@ -306,8 +304,8 @@ class _Evaluator:
         self._structure = None
         self.evaluations = {"Jacobian": 0, "Hessian": 0}
         # The first dropped entry found nonzero (`StructureViolation`), kept rather than
-        # raised: cyipopt goes on with unfilled values after an exception in the Hessian
-        # callback, so the solve is stopped at the next iteration (`intermediate`) instead.
+        # raised (an exception in a callback would end the solve with it): the solve is
+        # stopped at the next iteration (`intermediate`) and started again on the blocks.
         self.violation = None
 
     @property
