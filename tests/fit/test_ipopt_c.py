@@ -17,7 +17,7 @@ from constrax.fit import _ipopt_c  # noqa: E402
 X_STAR = np.array([1.0, 4.7429994, 3.8211503, 1.3794082])
 F_STAR = 17.0140173
 JAC = (np.array([0, 0, 0, 0, 1, 1, 1, 1]), np.array([0, 1, 2, 3, 0, 1, 2, 3]))
-HESS = tuple(np.array(a) for a in zip(*[(i, j) for i in range(4) for j in range(i + 1)]))
+HESS = np.tril_indices(4)  # the lower triangle, row by row
 
 
 class HS071:
@@ -124,8 +124,21 @@ def test_an_intermediate_callback_returning_false_stops_the_solve():
 
 
 @pytest.mark.parametrize(
-    "option, value", [("no_such_option", 1.0), ("max_iter", "many"), ("tol", -1.0)]
+    "option, value",
+    [
+        ("no_such_option", 1.0),
+        ("max_iter", "many"),
+        ("tol", -1.0),
+        ("max_cpu_time", 10),
+        ("print_user_options", True),
+    ],
 )
 def test_a_refused_option_raises_naming_it(option, value):
     with pytest.raises(ValueError, match=rf"refused the option '{option}'"):
         solve(HS071(), **{option: value})
+
+
+def test_numpy_scalars_are_options_of_their_kind():
+    problem = HS071()
+    _, _, status, _ = solve(problem, max_iter=np.int64(50), tol=np.float32(1e-8))
+    assert status == 0

@@ -12,6 +12,7 @@ docs page "Trajectory optimisation").
 
 import ctypes
 import importlib
+import numbers
 from typing import Protocol
 
 import numpy as np
@@ -91,16 +92,17 @@ def _options(lib, problem, options: dict) -> None:
         k = str(key).encode()
         if isinstance(value, str):
             ok = lib.AddIpoptStrOption(problem, k, value.encode())
-        elif isinstance(value, int) and not isinstance(value, bool):
-            ok = lib.AddIpoptIntOption(problem, k, value)
-        elif isinstance(value, float):
-            ok = lib.AddIpoptNumOption(problem, k, value)
+        elif isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_):
+            ok = lib.AddIpoptIntOption(problem, k, int(value))
+        elif isinstance(value, numbers.Real):
+            ok = lib.AddIpoptNumOption(problem, k, float(value))
         else:
             ok = False
         if not ok:
             raise ValueError(
                 f"cx.fit.IPOPT: IPOPT refused the option {key!r} = {value!r} (unknown name, "
-                "wrong type or out of range; IPOPT's documentation lists its options)"
+                "wrong type: a str, an int or a float as IPOPT's documentation lists the "
+                "option, e.g. 10.0 for a real-valued one; or out of range)"
             )
 
 
