@@ -116,8 +116,15 @@ def _dense(nlp, z, lam, sigma):
         fit.Trapezoidal(3),
         fit.DirectMultipleShooting(3, 2),
         fit.Trapezoidal(3, velocity_basis=_knife_basis),
+        fit.DirectMultipleShooting(3, 2, velocity_basis=_knife_basis),
     ],
-    ids=["hermite-simpson", "trapezoidal", "multiple-shooting", "trapezoidal-quasi-velocities"],
+    ids=[
+        "hermite-simpson",
+        "trapezoidal",
+        "multiple-shooting",
+        "trapezoidal-quasi-velocities",
+        "multiple-shooting-quasi-velocities",
+    ],
 )
 def test_sparse_jacobian_and_hessian_equal_dense_autodiff_and_finite_differences(transcription):
     """Every branch of the NLP (free final time, an optimised parameter, running and

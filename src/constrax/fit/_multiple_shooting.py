@@ -17,6 +17,7 @@ inequalities hold at the nodes.
 """
 
 import functools
+from collections.abc import Callable
 
 import diffrax
 import equinox as eqx
@@ -25,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._coordinates import Velocities
+from ._coordinates import AbstractStateCoordinates, QuasiVelocities, Velocities
 from ._ocp import OptimalControlProblem
 from ._transcription import (
     AbstractNLP,
@@ -48,6 +49,11 @@ class DirectMultipleShooting(AbstractTranscription):
     - `steps`: integrator steps per segment (default 8).
     - `solver`: a diffrax solver (default `diffrax.Tsit5(scan_kind="bounded")`: a Runge–Kutta
       solver's stages in a plain `lax` loop, which forward mode differentiates).
+    - `velocity_basis`: optional `(t, q, p) -> S (n, k)` spanning the kernel of the
+      velocity rows: the node states and the integrated state are then $(q, v)$ with
+      $\dot q = S v$, moved by Maggi's equations, and only the position rows are imposed at
+      the nodes (as for `cx.fit.HermiteSimpson`; docs page "Trajectory optimisation",
+      section "Quasi-velocities").
 
     **Example:** `cx.fit.DirectMultipleShooting(segments=25, steps=10)`
     """
@@ -55,6 +61,7 @@ class DirectMultipleShooting(AbstractTranscription):
     segments: int = eqx.field(static=True, default=20)
     steps: int = eqx.field(static=True, default=8)
     solver: diffrax.AbstractSolver = diffrax.Tsit5(scan_kind="bounded")
+    velocity_basis: Callable | None = eqx.field(static=True, default=None)
     exact_hessian = True
 
     def __check_init__(self):
@@ -64,13 +71,21 @@ class DirectMultipleShooting(AbstractTranscription):
                 raise ValueError(f"`{name}` must be a positive int, got {v!r}")
         if not isinstance(self.solver, diffrax.AbstractSolver):
             raise TypeError(f"`solver` must be a diffrax solver, got {self.solver!r}")
+        if self.velocity_basis is not None and not callable(self.velocity_basis):
+            raise TypeError(
+                "`velocity_basis` must be a function (t, q, p) -> S (n, k) or None, got "
+                f"{self.velocity_basis!r}"
+            )
 
     def nlp(self, problem: OptimalControlProblem) -> "ShootingNLP":
         if not isinstance(problem, OptimalControlProblem):
             raise TypeError(
                 f"expected a cx.fit.OptimalControlProblem, got {type(problem).__name__}"
             )
-        return ShootingNLP(problem, self.segments, self.steps, self.solver)
+        if self.velocity_basis is None:
+            return ShootingNLP(problem, self.segments, self.steps, self.solver)
+        coordinates = QuasiVelocities.of(self.velocity_basis, problem)
+        return ShootingNLP(problem, self.segments, self.steps, self.solver, coordinates)
 
 
 def _parts(z: Sizes):
@@ -105,10 +120,7 @@ class ShootingNLP(AbstractNLP):
 
     steps: int = eqx.field(static=True)
     solver: diffrax.AbstractSolver
-
-    @property
-    def coordinates(self) -> Velocities:
-        return Velocities()
+    coordinates: AbstractStateCoordinates = Velocities()
 
     @functools.cached_property
     def layout(self) -> Layout:
@@ -208,7 +220,8 @@ class ShootingNLP(AbstractNLP):
     def from_samples(self, X_at, U_at) -> np.ndarray:
         S = self.sizes
         ts = self.problem.t0 + self.taus() * (float(self.problem.t1) - self.problem.t0)
-        parts = (X_at(ts), U_at(ts), np.zeros((S.N, S.r)))
+        X = self.coordinates.pack(self.problem, ts, X_at(ts), self.problem.params)
+        parts = (X, U_at(ts), np.zeros((S.N, S.r)))
         arrays = [np.ravel(np.asarray(a, np.float64)) for a in parts]
         return np.concatenate(arrays + [self.shared_guess()])
 
