@@ -3,7 +3,9 @@ r"""IPOPT on the structural nonzeros against IPOPT on the dense derivative block
 blocks passed through `cyipopt`'s own callbacks instead of IPOPT's C interface (what
 `cx.fit.IPOPT` did before 2026-11-27: the same IPOPT library, the same evaluations; `cyipopt`
 copies the Jacobian and Hessian values into IPOPT's arrays one Python-level index at a
-time), interleaved in one process on the problems of `benchmarks/trajopt.py`.
+time), and the IPOPT library CasADi's wheel bundles (`cx.fit.IPOPT(library=...)`: IPOPT
+3.14.19 with MUMPS 5.8.2, against `cyipopt-wheels`' 3.14.11 with MUMPS 5.5.1; skipped
+without CasADi), interleaved in one process on the problems of `benchmarks/trajopt.py`.
 
 Usage (from the repository root):
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pathlib
 import re
 import statistics
 import sys
@@ -44,13 +47,26 @@ from benchmarks import trajopt  # noqa: E402
 from benchmarks._report import loadavg, machine_info, md_table, write_json  # noqa: E402
 from constrax.fit import _ipopt, _ipopt_c  # noqa: E402
 
-# (name, IPOPT(sparsity=...), through cyipopt's callbacks)
+# name: (IPOPT(sparsity=...), through cyipopt's callbacks, another IPOPT library)
 VARIANTS = {
-    "blocks": ("blocks", False),
-    "sampled": ("sampled", False),
-    "blocks, cyipopt's callbacks": ("blocks", True),
+    "blocks": ("blocks", False, None),
+    "sampled": ("sampled", False, None),
+    "blocks, cyipopt's callbacks": ("blocks", True, None),
+    "blocks, CasADi's IPOPT library": ("blocks", False, "casadi"),
 }
-STRUCTURES = tuple(VARIANTS)
+
+
+def casadi_ipopt() -> str | None:
+    """The `libipopt.so` CasADi's wheel bundles, if CasADi is installed."""
+    try:
+        import casadi
+    except ImportError:
+        return None
+    found = sorted(pathlib.Path(casadi.__file__).parent.glob("libipopt.so*"))
+    return str(found[0]) if found else None
+
+
+STRUCTURES = tuple(k for k, v in VARIANTS.items() if v[2] is None or casadi_ipopt())
 TIMERS = {
     "overall": "OverallAlgorithm",
     "search_direction": "ComputeSearchDirection",
@@ -73,7 +89,9 @@ def timing(path: str) -> dict:
     return out
 
 
-def cyipopt_solve(n, lo, hi, m, cl, cu, jac, hess, callbacks, x0, options, multipliers0=None):
+def cyipopt_solve(
+    n, lo, hi, m, cl, cu, jac, hess, callbacks, x0, options, multipliers0=None, library_path=None
+):
     """`_ipopt_c.solve` through `cyipopt.Problem` (its callbacks read `callbacks`)."""
     import cyipopt
 
@@ -102,9 +120,10 @@ def cyipopt_solve(n, lo, hi, m, cl, cu, jac, hess, callbacks, x0, options, multi
 
 
 def solve(problem, transcription, variant: str, log: str):
-    structure, through_cyipopt = VARIANTS[variant]
+    structure, through_cyipopt, library = VARIANTS[variant]
     solver = cx.fit.IPOPT(
         sparsity=structure,
+        library=casadi_ipopt() if library == "casadi" else None,
         options={
             **{k: v for k, v in trajopt.IPOPT_OPTIONS.items() if k == "mu_strategy"},
             "output_file": log,
@@ -213,8 +232,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
                 ]
             )
     lines = [
-        "# IPOPT on the structural nonzeros against the dense blocks, and through cyipopt's "
-        "callbacks (CPU)",
+        "# IPOPT on the structural nonzeros against the dense blocks, through cyipopt's "
+        "callbacks, and CasADi's IPOPT library (CPU)",
         "",
         f"- date (UTC): {meta['date']}; load average at start {meta['load_start']}, "
         f"at end {meta['load_end']}",

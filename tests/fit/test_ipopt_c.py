@@ -3,6 +3,9 @@ go through numpy views of IPOPT's memory, so these tests check what such a drive
 wrong: the optimum of a published problem, every callback's array read and written whole,
 an exception in a callback, a refused option, a stop asked for, a warm start."""
 
+import ctypes.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -142,3 +145,35 @@ def test_numpy_scalars_are_options_of_their_kind():
     problem = HS071()
     _, _, status, _ = solve(problem, max_iter=np.int64(50), tol=np.float32(1e-8))
     assert status == 0
+
+
+def test_another_ipopt_library_reaches_the_same_optimum():
+    """CasADi's wheel bundles its own IPOPT (3.14.19, MUMPS 5.8): called through `library=`,
+    the published optimum, and the point cyipopt's IPOPT reaches to the tolerance."""
+    casadi = pytest.importorskip("casadi")
+    path = next(iter(sorted(Path(casadi.__file__).parent.glob("libipopt.so*"))), None)
+    if path is None:
+        pytest.skip("this casadi wheel has no libipopt.so")
+    ours, theirs = HS071(), HS071()
+    x, f, status, _ = solve(ours)
+    x2, f2, status2, _ = _ipopt_c.solve(
+        4, np.ones(4), 5 * np.ones(4), 2, np.array([25.0, 40.0]), np.array([2e19, 40.0]),
+        JAC, HESS, theirs, np.array([1.0, 5.0, 5.0, 1.0]),
+        {"print_level": 0, "sb": "yes", "tol": 1e-10}, None, str(path),
+    )  # fmt: skip
+    assert status == status2 == 0
+    np.testing.assert_allclose(x2, X_STAR, atol=1e-6)
+    np.testing.assert_allclose(x2, x, atol=1e-8)
+
+
+def test_a_library_that_is_not_ipopt_3_14_is_refused_naming_it(tmp_path):
+    from constrax import fit
+
+    missing = tmp_path / "libipopt.so"
+    with pytest.raises(ValueError, match=r"`library` '.*libipopt.so' could not be loaded"):
+        _ipopt_c.library(str(missing))
+    libm = ctypes.util.find_library("m")
+    with pytest.raises(ValueError, match=r"is not the C interface of IPOPT 3.14.*CreateIpopt"):
+        _ipopt_c.library(libm)
+    with pytest.raises(TypeError, match="`library` must be the path"):
+        fit.IPOPT(library=3)

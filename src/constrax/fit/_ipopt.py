@@ -15,6 +15,7 @@ import functools
 import hashlib
 import logging
 import math
+import os
 import types
 import warnings
 from collections.abc import Callable
@@ -95,6 +96,11 @@ class IPOPT(eqx.Module):
       with a warning naming the entry. The solution is the same to round-off, but MUMPS
       factorises the finer pattern more slowly (in smaller fronts): slower on every problem
       measured (`benchmarks/trajopt_sparsity.py`).
+    - `library`: the path of an IPOPT shared library (3.14 or later) to call instead of
+      the one `cyipopt` links: a build with other linear solvers (HSL's), or a newer one
+      (e.g. the `libipopt.so` CasADi bundles: IPOPT 3.14.19 and MUMPS 5.8, faster than
+      `cyipopt-wheels`' 3.14.11 and MUMPS 5.5 on the problems of
+      `benchmarks/trajopt_sparsity.py`). `None` (default): `cyipopt`'s.
 
     **Example:** `cx.fit.IPOPT(tol=1e-8, max_iter=500, options={"linear_solver": "mumps"})`
     """
@@ -106,10 +112,16 @@ class IPOPT(eqx.Module):
     print_level: int = eqx.field(static=True, default=0)
     options: Any = eqx.field(static=True, default=None)
     sparsity: str = eqx.field(static=True, default="blocks")
+    library: str | os.PathLike | None = eqx.field(static=True, default=None)
 
     def __check_init__(self):
         if self.sparsity not in ("sampled", "blocks"):
             raise ValueError(f"`sparsity` must be 'sampled' or 'blocks', got {self.sparsity!r}")
+        if self.library is not None and not isinstance(self.library, str | os.PathLike):
+            raise TypeError(
+                f"`library` must be the path of an IPOPT shared library or None, got "
+                f"{self.library!r}"
+            )
         if self.hessian not in ("exact", "limited-memory"):
             raise ValueError(f"`hessian` must be 'exact' or 'limited-memory', got {self.hessian!r}")
         for name in ("tol", "constr_viol_tol"):
@@ -132,7 +144,7 @@ class IPOPT(eqx.Module):
     ) -> NLPResult:
         """Solve `nlp` (a transcription's `AbstractNLP`) from `z0`."""
         try:
-            _ipopt_c.library()
+            _ipopt_c.library(self.library)
         except ModuleNotFoundError:
             raise ImportError(
                 "cx.fit.IPOPT needs cyipopt: pip install 'constrax[trajopt]' (installs "
@@ -221,6 +233,7 @@ class IPOPT(eqx.Module):
                     z0,
                     options,
                     multipliers0,
+                    self.library,
                 )
         except Exception as e:
             failed = _evaluation_error(e, count[0])

@@ -13,6 +13,7 @@ docs page "Trajectory optimisation").
 import ctypes
 import importlib
 import numbers
+import os
 from typing import Protocol
 
 import numpy as np
@@ -41,12 +42,15 @@ _SIGNATURES = {
     "IpoptSolve": (_I, [_V, _FP, _FP, _FP, _FP, _FP, _FP, _V]),
 }
 
-_LIBRARY = []
+_LIBRARIES: dict = {}
 
 
-def library() -> ctypes.CDLL:
-    """IPOPT's C interface, from the library `cyipopt`'s extension module is linked to."""
-    if not _LIBRARY:
+def library(path: str | None = None) -> ctypes.CDLL:
+    """IPOPT's C interface: from the library `cyipopt`'s extension module is linked to
+    (`path=None`), or from the shared library at `path` (IPOPT 3.14 or later)."""
+    if path in _LIBRARIES:
+        return _LIBRARIES[path]
+    if path is None:
         cyipopt = importlib.import_module("cyipopt")  # loads the libraries it links
         version = tuple(getattr(cyipopt, "IPOPT_VERSION", (0,)))
         if version < (3, 14):
@@ -57,11 +61,24 @@ def library() -> ctypes.CDLL:
             )
         extension = importlib.import_module("ipopt_wrapper")
         lib = ctypes.CDLL(extension.__file__)  # symbol lookup covers its dependencies
-        for name, (restype, argtypes) in _SIGNATURES.items():
-            f = getattr(lib, name)
-            f.restype, f.argtypes = restype, argtypes
-        _LIBRARY.append(lib)
-    return _LIBRARY[0]
+    else:
+        try:
+            lib = ctypes.CDLL(os.fspath(path))
+        except OSError as e:
+            raise ValueError(f"cx.fit.IPOPT: `library` {path!r} could not be loaded: {e}") from None
+        # IPOPT 3.14 added GetIpoptCurrentIterate to the C interface, and changed its
+        # callbacks' `Bool` from int to bool: an older library would be called wrongly.
+        missing = [n for n in (*_SIGNATURES, "GetIpoptCurrentIterate") if not hasattr(lib, n)]
+        if missing:
+            raise ValueError(
+                f"cx.fit.IPOPT: `library` {path!r} is not the C interface of IPOPT 3.14 or "
+                f"later (no {', '.join(missing)})"
+            )
+    for name, (restype, argtypes) in _SIGNATURES.items():
+        f = getattr(lib, name)
+        f.restype, f.argtypes = restype, argtypes
+    _LIBRARIES[path] = lib
+    return lib
 
 
 def _ptr(a: np.ndarray):
@@ -119,11 +136,13 @@ def solve(
     x0: np.ndarray,
     options: dict,
     multipliers0: np.ndarray | None = None,
+    library_path: str | None = None,
 ):
-    """One IPOPT solve: `(x, objective, status code, constraint multipliers)`. An
-    exception raised by a callback stops the solve (the callback reports a failed
-    evaluation and the next iteration stops) and is raised again here."""
-    lib = library()
+    """One IPOPT solve: `(x, objective, status code, constraint multipliers)`, by the IPOPT
+    of `library(library_path)`. An exception raised by a callback stops the solve (the
+    callback reports a failed evaluation and the next iteration stops) and is raised again
+    here."""
+    lib = library(library_path)
     f64 = lambda a: np.ascontiguousarray(a, np.float64)  # noqa: E731
     lo, hi, cl, cu = f64(lo), f64(hi), f64(cl), f64(cu)
     jr, jc = (np.ascontiguousarray(a, np.intc) for a in jacobian_structure)
