@@ -5,9 +5,9 @@ The library is the one `cyipopt` is linked to (the `cyipopt-wheels` distribution
 IPOPT 3.14 with MUMPS and OpenBLAS): its C symbols are looked up through `cyipopt`'s
 extension module, so no second copy is loaded and no path is guessed. `cyipopt`'s own
 callbacks are not used: they copy the Jacobian and Hessian values into IPOPT's buffers one
-Python-level index at a time: 3 ms per Jacobian of the knife-edge parking problem at
-$N = 100$ (32 500 entries), 45 ms of a 0.22 s solve (`benchmarks/trajopt_sparsity.py`;
-docs page "Trajectory optimisation").
+Python-level index at a time: 2.4 ms per Jacobian of the knife-edge parking problem at
+$N = 100$ (32 500 entries), 36 ms of a 0.18 s solve (`benchmarks/trajopt_sparsity.py`;
+docs page "Trajectory optimisation"). `library(path)` loads another IPOPT (3.14 or later).
 """
 
 import ctypes
