@@ -134,6 +134,7 @@ def test_an_intermediate_callback_returning_false_stops_the_solve():
         ("tol", -1.0),
         ("max_cpu_time", 10),
         ("print_user_options", True),
+        ("tol", True),
     ],
 )
 def test_a_refused_option_raises_naming_it(option, value):

@@ -45,9 +45,10 @@ _SIGNATURES = {
 _LIBRARIES: dict = {}
 
 
-def library(path: str | None = None) -> ctypes.CDLL:
+def library(path: str | os.PathLike | None = None) -> ctypes.CDLL:
     """IPOPT's C interface: from the library `cyipopt`'s extension module is linked to
     (`path=None`), or from the shared library at `path` (IPOPT 3.14 or later)."""
+    path = None if path is None else os.fspath(path)
     if path in _LIBRARIES:
         return _LIBRARIES[path]
     if path is None:
@@ -63,7 +64,7 @@ def library(path: str | None = None) -> ctypes.CDLL:
         lib = ctypes.CDLL(extension.__file__)  # symbol lookup covers its dependencies
     else:
         try:
-            lib = ctypes.CDLL(os.fspath(path))
+            lib = ctypes.CDLL(path)
         except OSError as e:
             raise ValueError(f"cx.fit.IPOPT: `library` {path!r} could not be loaded: {e}") from None
         # IPOPT 3.14 added GetIpoptCurrentIterate to the C interface, and changed its
@@ -107,9 +108,11 @@ class Callbacks(Protocol):
 def _options(lib, problem, options: dict) -> None:
     for key, value in options.items():
         k = str(key).encode()
-        if isinstance(value, str):
+        if isinstance(value, bool | np.bool_):
+            ok = False  # IPOPT's yes/no options are strings
+        elif isinstance(value, str):
             ok = lib.AddIpoptStrOption(problem, k, value.encode())
-        elif isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_):
+        elif isinstance(value, numbers.Integral):
             ok = lib.AddIpoptIntOption(problem, k, int(value))
         elif isinstance(value, numbers.Real):
             ok = lib.AddIpoptNumOption(problem, k, float(value))
