@@ -46,7 +46,12 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._coordinates import AbstractStateCoordinates, QuasiVelocities, Velocities
+from ._coordinates import (
+    AbstractStateCoordinates,
+    Velocities,
+    check_velocity_basis,
+    node_coordinates,
+)
 from ._ocp import OptimalControlProblem
 from ._transcription import (
     AbstractNLP,
@@ -77,20 +82,14 @@ class _AbstractCollocation(AbstractTranscription):
     def __check_init__(self):
         if not isinstance(self.intervals, int) or self.intervals < 1:
             raise ValueError(f"`intervals` must be a positive int, got {self.intervals!r}")
-        if self.velocity_basis is not None and not callable(self.velocity_basis):
-            raise TypeError(
-                "`velocity_basis` must be a function (t, q, p) -> S (n, k) or None, got "
-                f"{self.velocity_basis!r}"
-            )
+        check_velocity_basis(self.velocity_basis)
 
     def nlp(self, problem: OptimalControlProblem) -> "AbstractCollocationNLP":
         if not isinstance(problem, OptimalControlProblem):
             raise TypeError(
                 f"expected a cx.fit.OptimalControlProblem, got {type(problem).__name__}"
             )
-        if self.velocity_basis is None:
-            return self._nlp_class(problem, self.intervals)
-        coordinates = QuasiVelocities.of(self.velocity_basis, problem)
+        coordinates = node_coordinates(self.velocity_basis, problem)
         return self._nlp_class(problem, self.intervals, coordinates)
 
 

@@ -338,6 +338,19 @@ class QuasiVelocities(AbstractStateCoordinates):
         return out
 
 
+def check_velocity_basis(basis) -> None:
+    """A transcription's `velocity_basis` argument: a function or `None`."""
+    if basis is not None and not callable(basis):
+        raise TypeError(
+            f"`velocity_basis` must be a function (t, q, p) -> S (n, k) or None, got {basis!r}"
+        )
+
+
+def node_coordinates(basis, problem) -> AbstractStateCoordinates:
+    """The node-state coordinates of a transcription with `velocity_basis=basis`."""
+    return Velocities() if basis is None else QuasiVelocities.of(basis, problem)
+
+
 # The node evaluations of `QuasiVelocities`, compiled once per problem structure (outside
 # the NLP's programs: on the guess and on the solution).
 @eqx.filter_jit

@@ -26,7 +26,12 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._coordinates import AbstractStateCoordinates, QuasiVelocities, Velocities
+from ._coordinates import (
+    AbstractStateCoordinates,
+    Velocities,
+    check_velocity_basis,
+    node_coordinates,
+)
 from ._ocp import OptimalControlProblem
 from ._transcription import (
     AbstractNLP,
@@ -71,20 +76,14 @@ class DirectMultipleShooting(AbstractTranscription):
                 raise ValueError(f"`{name}` must be a positive int, got {v!r}")
         if not isinstance(self.solver, diffrax.AbstractSolver):
             raise TypeError(f"`solver` must be a diffrax solver, got {self.solver!r}")
-        if self.velocity_basis is not None and not callable(self.velocity_basis):
-            raise TypeError(
-                "`velocity_basis` must be a function (t, q, p) -> S (n, k) or None, got "
-                f"{self.velocity_basis!r}"
-            )
+        check_velocity_basis(self.velocity_basis)
 
     def nlp(self, problem: OptimalControlProblem) -> "ShootingNLP":
         if not isinstance(problem, OptimalControlProblem):
             raise TypeError(
                 f"expected a cx.fit.OptimalControlProblem, got {type(problem).__name__}"
             )
-        if self.velocity_basis is None:
-            return ShootingNLP(problem, self.segments, self.steps, self.solver)
-        coordinates = QuasiVelocities.of(self.velocity_basis, problem)
+        coordinates = node_coordinates(self.velocity_basis, problem)
         return ShootingNLP(problem, self.segments, self.steps, self.solver, coordinates)
 
 
