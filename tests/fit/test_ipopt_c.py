@@ -64,7 +64,7 @@ class HS071:
         return True
 
 
-def solve(callbacks, x0=(1.0, 5.0, 5.0, 1.0), multipliers0=None, **options):
+def solve(callbacks, x0=(1.0, 5.0, 5.0, 1.0), multipliers0=None, library=None, **options):
     return _ipopt_c.solve(
         4,
         np.ones(4),
@@ -78,6 +78,7 @@ def solve(callbacks, x0=(1.0, 5.0, 5.0, 1.0), multipliers0=None, **options):
         np.array(x0),
         {"print_level": 0, "sb": "yes", "tol": 1e-10, **options},
         multipliers0,
+        library,
     )
 
 
@@ -156,12 +157,8 @@ def test_another_ipopt_library_reaches_the_same_optimum():
     if path is None:
         pytest.skip("this casadi wheel has no libipopt.so")
     ours, theirs = HS071(), HS071()
-    x, f, status, _ = solve(ours)
-    x2, f2, status2, _ = _ipopt_c.solve(
-        4, np.ones(4), 5 * np.ones(4), 2, np.array([25.0, 40.0]), np.array([2e19, 40.0]),
-        JAC, HESS, theirs, np.array([1.0, 5.0, 5.0, 1.0]),
-        {"print_level": 0, "sb": "yes", "tol": 1e-10}, None, str(path),
-    )  # fmt: skip
+    x, _, status, _ = solve(ours)
+    x2, _, status2, _ = solve(theirs, library=str(path))
     assert status == status2 == 0
     np.testing.assert_allclose(x2, X_STAR, atol=1e-6)
     np.testing.assert_allclose(x2, x, atol=1e-8)
