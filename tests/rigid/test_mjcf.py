@@ -585,6 +585,56 @@ def test_rolling_contact_rows_on_a_branch_have_central_difference_gradients():
     np.testing.assert_allclose(together, jnp.stack(apart), rtol=1e-14, atol=1e-15)
 
 
+def test_tree_body_point_velocities_match_mujoco_point_jacobians_on_a_branched_tree():
+    """A material point of a TreeBody (the wheel at the end of the leg, the hand at the end
+    of the arm) moves at `offset_velocity`, and the body turns at `angular_velocity`:
+    MuJoCo's point Jacobians (`mj_jac`) times qvel, at random states; under jit and vmap
+    too, and `offset_velocity` (one derivative of the frame) equals the generic
+    `velocity + angular_velocity x delta` of `AbstractRigidBody` to round-off."""
+    m = mujoco.MjModel.from_xml_string(BRANCHED_XML)
+    imported = cx.rigid.from_mjcf(m)
+    data = mujoco.MjData(m)
+    rng = np.random.default_rng(11)
+    bodies = [imported.wheel("tyre")[0], imported.body("hand")]
+    generic = cx.rigid.AbstractRigidBody.offset_velocity
+
+    def velocities(q, qd, delta):
+        return [
+            (body.offset_velocity(q, qd, delta), body.angular_velocity(q, qd))
+            for body in bodies
+        ]
+
+    one = jax.jit(velocities)
+    states, refs = [], []
+    for _ in range(3):
+        qpos, qvel, _ = _random_state(m, imported, rng)
+        delta = rng.normal(size=3) * 0.1
+        data.qpos[:], data.qvel[:] = qpos, qvel
+        mujoco.mj_kinematics(m, data)
+        mujoco.mj_comPos(m, data)
+        q, qd = imported.from_mujoco_state(qpos, qvel)
+        expected = []
+        for body in bodies:
+            point = np.asarray(body.position(q)) + delta
+            jacp, jacr = np.zeros((3, m.nv)), np.zeros((3, m.nv))
+            mujoco.mj_jac(m, data, jacp, jacr, point, body.body_id)
+            expected.append((jacp @ qvel, jacr @ qvel))
+            np.testing.assert_allclose(
+                body.offset_velocity(q, qd, delta), generic(body, q, qd, delta), atol=1e-14
+            )
+        states.append((q, qd, jnp.asarray(delta)))
+        refs.append(expected)
+        for (v, w), (v_ref, w_ref) in zip(one(q, qd, delta), expected, strict=True):
+            assert np.abs(v_ref).max() > 1e-2 and np.abs(w_ref).max() > 1e-2
+            np.testing.assert_allclose(v, v_ref, atol=1e-13)
+            np.testing.assert_allclose(w, w_ref, atol=1e-13)
+    batch = jax.jit(jax.vmap(velocities))(*(jnp.stack(x) for x in zip(*states, strict=True)))
+    for k, expected in enumerate(refs):
+        for (v, w), (v_ref, w_ref) in zip(batch, expected, strict=True):
+            np.testing.assert_allclose(v[k], v_ref, atol=1e-13)
+            np.testing.assert_allclose(w[k], w_ref, atol=1e-13)
+
+
 # ----------------------------------------------------------------------------------------
 # Bad input: every unsupported element raises, naming the element.
 
