@@ -600,8 +600,7 @@ def test_tree_body_point_velocities_match_mujoco_point_jacobians_on_a_branched_t
 
     def velocities(q, qd, delta):
         return [
-            (body.offset_velocity(q, qd, delta), body.angular_velocity(q, qd))
-            for body in bodies
+            (body.offset_velocity(q, qd, delta), body.angular_velocity(q, qd)) for body in bodies
         ]
 
     one = jax.jit(velocities)
