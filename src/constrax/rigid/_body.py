@@ -19,6 +19,7 @@ def L(t, q, qd, p):
 """
 
 import abc
+from collections.abc import Callable
 
 import equinox as eqx
 import jax
@@ -173,6 +174,23 @@ class AbstractRigidBody(eqx.Module):
         $r + \Delta$ (`delta` in the spatial frame)."""
         delta = check_point(delta, "delta", jnp.asarray(q).dtype)
         return self.velocity(q, qd) + cross(self.angular_velocity(q, qd), delta)
+
+    def placement(self, q) -> tuple[Float[Array, " 3"], Callable[[Array], Array]]:
+        r"""$(r, X\mapsto RX)$: the reference point and the rotation as a map, for a builder
+        that reads both (the height of a contact point). A body whose pose is one
+        computation (a `TreeBody`'s forward kinematics) does it once for both."""
+        return self.position(q), lambda X: self.rotate(q, X)
+
+    def offset_and_velocity(
+        self, q, qd, offset: Callable[[Callable[[Array], Array]], Array]
+    ) -> tuple[Float[Array, " 3"], Float[Array, " 3"]]:
+        r"""$(\Delta, \dot r + \omega\times\Delta)$ for the spatial offset
+        $\Delta$ = `offset(rotate)` that the body's rotation ($X\mapsto RX$) places, e.g.
+        the lowest point of a shape: the offset and the velocity of the material point
+        there (`offset_velocity`), from one pass of the body's kinematics where the body
+        allows (a `TreeBody`)."""
+        delta = check_point(offset(lambda X: self.rotate(q, X)), "delta", jnp.asarray(q).dtype)
+        return delta, self.offset_velocity(q, qd, delta)
 
 
 class RigidBody(AbstractRigidBody):

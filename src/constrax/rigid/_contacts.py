@@ -74,7 +74,12 @@ def relative_velocity(body, t, q, qd, delta, support, p, label: str) -> Array:
     r"""$\dot r + \omega\times\Delta - v_s(t, r + \Delta)$: the velocity of the material point
     at spatial offset `delta` relative to a support moving at `support(t, x, p)` (`None`:
     at rest); `label` names `support` in the shape error."""
-    v = body.offset_velocity(q, qd, delta)
+    return _relative_to(body, t, q, delta, body.offset_velocity(q, qd, delta), support, p, label)
+
+
+def _relative_to(body, t, q, delta, v, support, p, label: str) -> Array:
+    """`v`, the velocity of the material point at offset `delta`, minus the support's
+    velocity there (`relative_velocity`)."""
     if support is None:
         return v
     vs = jnp.asarray(support(t, body.position(q) + delta, p), dtype=q.dtype)
@@ -247,9 +252,17 @@ class Sphere(eqx.Module):
     # The lowest point is -a n whatever the orientation: the height row is linear in q.
     offset_follows_orientation: ClassVar[bool] = False
 
+    def lowest_point(self, rotate, n, p):
+        r"""$\Delta = -an$ (the orientation, `rotate`: $X\mapsto RX$, is not read)."""
+        return -_param(self.radius, p) * n
+
+    def lowest_height(self, rotate, n, p):
+        r"""$n\cdot\Delta = -a$."""
+        return -_param(self.radius, p) * jnp.ones((), n.dtype)
+
     def contact_offset(self, body, q, n, p):
         r"""Spatial offset $\Delta$ from the centre of mass to the lowest point."""
-        return -_param(self.radius, p) * n
+        return self.lowest_point(None, n, p)
 
     def normal_offset(self, body, q, n, p):
         r"""$n\cdot\Delta = -a$."""
@@ -271,22 +284,28 @@ class Disk(eqx.Module):
     # The lowest rim point moves with the orientation (see `plane_contact`).
     offset_follows_orientation: ClassVar[bool] = True
 
-    def _spatial_axis(self, body, q):
-        return body.rotate(q, self.axis.astype(q.dtype))
-
-    def contact_offset(self, body, q, n, p):
-        r"""Spatial offset $\Delta$ from the centre of mass to the lowest rim point."""
-        e = self._spatial_axis(body, q)
+    def lowest_point(self, rotate, n, p):
+        r"""$\Delta = -a\,d/|d|$, $d = n - (n\cdot e)e$, with $e$ = `rotate(axis)` the
+        spatial symmetry axis (`rotate`: $X\mapsto RX$, the body's rotation)."""
+        e = rotate(self.axis.astype(n.dtype))
         d = n - (n @ e) * e
         sq = d @ d
         return -_param(self.radius, p) * safe_rsqrt(jnp.where(sq > 1e-30, sq, 0.0)) * d
 
-    def normal_offset(self, body, q, n, p):
+    def lowest_height(self, rotate, n, p):
         r"""$n\cdot\Delta = -a\sqrt{1 - (n\cdot e)^2}$ (the height of the centre above the
         lowest rim point, negated)."""
-        c = n @ self._spatial_axis(body, q)
+        c = n @ rotate(self.axis.astype(n.dtype))
         sq = 1.0 - c * c
         return -_param(self.radius, p) * safe_sqrt(jnp.where(sq > 1e-30, sq, 0.0))
+
+    def contact_offset(self, body, q, n, p):
+        r"""Spatial offset $\Delta$ from the centre of mass to the lowest rim point."""
+        return self.lowest_point(lambda X: body.rotate(q, X), n.astype(q.dtype), p)
+
+    def normal_offset(self, body, q, n, p):
+        r"""$n\cdot\Delta$ (`lowest_height`) of the body at `q`."""
+        return self.lowest_height(lambda X: body.rotate(q, X), n.astype(q.dtype), p)
 
 
 class Plane(eqx.Module):
@@ -347,12 +366,24 @@ def contact_offset(body: AbstractRigidBody, shape, plane: Plane, q, p) -> Float[
     return shape.contact_offset(body, q, plane.normal.astype(q.dtype), p)
 
 
+def contact_point_velocity(
+    body: AbstractRigidBody, shape, plane: Plane, t, q, qd, p
+) -> tuple[Float[Array, " 3"], Float[Array, " 3"]]:
+    r"""$(\Delta, \dot r + \omega\times\Delta - v_s(t, r + \Delta))$: the offset of the lowest
+    point of `shape` and the velocity of the material point there relative to `plane`,
+    the body's kinematics traced once for both (`AbstractRigidBody.offset_and_velocity`)."""
+    n = plane.normal.astype(q.dtype)
+    delta, v = body.offset_and_velocity(q, qd, lambda rotate: shape.lowest_point(rotate, n, p))
+    return delta, _relative_to(body, t, q, delta, v, plane.velocity, p, "Plane.velocity")
+
+
 def _height(body, shape, plane):
     r"""$g(t, q, p) = n\cdot(r + \Delta) - h$: the height of the lowest point above `plane`."""
 
     def height(t, q, p):
         n = plane.normal.astype(q.dtype)
-        lowest = n @ body.position(q) + shape.normal_offset(body, q, n, p)
+        r, rotate = body.placement(q)
+        lowest = n @ r + shape.lowest_height(rotate, n, p)
         return jnp.atleast_1d(lowest - _param(plane.height, p))
 
     return height
@@ -363,8 +394,7 @@ def _contact_velocity(body, shape, plane, directions):
     $d_i$ (rows of `directions`): the contact geometry $\Delta$ is traced once for all rows."""
 
     def rows(t, q, qd, p):
-        delta = contact_offset(body, shape, plane, q, p)
-        v = relative_velocity(body, t, q, qd, delta, plane.velocity, p, "Plane.velocity")
+        _, v = contact_point_velocity(body, shape, plane, t, q, qd, p)
         # Elementwise, not `@`: XLA:CPU runs each small `dot` as its own kernel.
         return jnp.sum(directions.astype(q.dtype) * v, axis=-1)
 
@@ -391,8 +421,9 @@ def plane_contact(
     plane = Plane() if plane is None else plane
 
     def normal_velocity(t, q, qd, p):
-        delta = contact_offset(body, shape, plane, q, p)
-        return jnp.atleast_1d(plane.normal.astype(q.dtype) @ body.offset_velocity(q, qd, delta))
+        n = plane.normal.astype(q.dtype)
+        _, v = body.offset_and_velocity(q, qd, lambda rotate: shape.lowest_point(rotate, n, p))
+        return jnp.atleast_1d(n @ v)
 
     # Where the lowest point moves with the orientation, the velocity form spares the second
     # derivative of the contact geometry; otherwise the height row is linear in q.

@@ -37,8 +37,8 @@ from ._contacts import (
     _check_shape,
     _param,
     contact_offset,
+    contact_point_velocity,
     plane_contact,
-    relative_velocity,
     rolling_contact,
 )
 from ._friction import body_force
@@ -191,9 +191,7 @@ class FrictionalContact(eqx.Module):
     # -- kinematics at the contact point ---------------------------------------------------
 
     def _contact_velocity(self, t, q, qd, p) -> tuple[Array, Array]:
-        delta = contact_offset(self.body, self.shape, self.plane, q, p)
-        v = relative_velocity(self.body, t, q, qd, delta, self.plane.velocity, p, "Plane.velocity")
-        return delta, v
+        return contact_point_velocity(self.body, self.shape, self.plane, t, q, qd, p)
 
     def slip_velocity(self, t, q, qd, p) -> Float[Array, " 3"]:
         r"""The slip velocity $s = (I - nn^\top)(\dot r + \omega\times\Delta - v_s)$ of the

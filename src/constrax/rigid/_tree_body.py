@@ -24,6 +24,17 @@ from ._body import AbstractRigidBody, check_point
 from ._kinematic_tree import KinematicTree
 
 
+def _moving_offset(R, xd, Rd, delta):
+    r"""$\dot x + \dot RR^\top\Delta$: the velocity of the material point at $R^\top\Delta$
+    in a frame $(x, R)$ moving at $(\dot x, \dot R)$; $= \dot x + \omega\times\Delta$ on
+    $SO(3)$, without building $\omega$. One `jax.jvp` of the frame gives $\dot x$ and
+    $\dot R$ where the generic `AbstractRigidBody.offset_velocity` traces the forward
+    kinematics and its derivative twice (for $\dot x$ and for $\omega$)."""
+    # Elementwise, not `@`: XLA:CPU runs each small `dot` as its own kernel.
+    X = jnp.sum(R * delta[:, None], axis=0)
+    return xd + jnp.sum(Rd * X[None, :], axis=1)
+
+
 class TreeBody(AbstractRigidBody):
     r"""A frame fixed in one body of an imported kinematic tree, presented to the
     `cx.rigid` constraint builders (`rolling_contact`, `no_slip`, `plane_contact`,
@@ -86,17 +97,24 @@ class TreeBody(AbstractRigidBody):
         return 0.5 * jnp.stack([W[2, 1] - W[1, 2], W[0, 2] - W[2, 0], W[1, 0] - W[0, 1]])
 
     def offset_velocity(self, q, qd, delta):
-        r"""$\dot r + \dot R R^\top\Delta$ ($= \dot r + \omega\times\Delta$ on $SO(3)$: the
-        material point at $R^\top\Delta$ in the frame) from one `jax.jvp` of the frame. The
-        generic method's `velocity` and `angular_velocity` trace the forward kinematics and
-        its derivative once each, and build $\omega$: a rolling contact's rows, and every
-        derivative the engine takes of them, trace 30 % fewer equations this way on the
-        wheeled robot of `benchmarks/first_calls.py`."""
+        r"""$\dot r + \omega\times\Delta$ from one `jax.jvp` of the frame
+        (`_moving_offset`)."""
         delta = check_point(delta, "delta", jnp.asarray(q).dtype)
         (_, R), (xd, Rd) = self._rates(q, qd)
-        # Elementwise, not `@`: XLA:CPU runs each small `dot` as its own kernel.
-        X = jnp.sum(R * delta[:, None], axis=0)
-        return xd + jnp.sum(Rd * X[None, :], axis=1)
+        return _moving_offset(R, xd, Rd, delta)
+
+    def placement(self, q):
+        """The frame's origin and rotation from one pass of the forward kinematics."""
+        x, R = self._pose(jnp.asarray(q))
+        return x, lambda X: R @ jnp.asarray(X, R.dtype)
+
+    def offset_and_velocity(self, q, qd, offset):
+        """The offset placed by the frame's rotation and its material velocity, from one
+        `jax.jvp` of the frame (`offset_velocity` and `rotate` would trace the forward
+        kinematics once each)."""
+        (_, R), (xd, Rd) = self._rates(q, qd)
+        delta = check_point(offset(lambda X: R @ jnp.asarray(X, R.dtype)), "delta", R.dtype)
+        return delta, _moving_offset(R, xd, Rd, delta)
 
     def body_angular_velocity(self, q, qd):
         return self.rotation(q).T @ self.angular_velocity(q, qd)
