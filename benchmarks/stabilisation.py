@@ -15,7 +15,9 @@ Three measurements, each option of `stabilisation=` beside the hand-written vect
 2. **Fixed step** (5-link pendulum chain in maximal coordinates, `cx.models.pendulum_chain`;
    Tsit5 at dt = 1e-3 to t = 1, one state and a batch of 256): time per step. Then the
    classical fourth-order Runge–Kutta method (`benchmarks._cases.RK4`: diffrax has none), the
-   hand-written field beside the default and `None` only.
+   hand-written field beside the default and `None` only, and the hand-written field again
+   in the first-same-as-last form `StepProjection` runs RK4 in (what that form of the
+   tableau costs diffrax's stage loop, with no projection).
 3. **Protection** (1e5 steps of dt = 1e-3, Tsit5): the largest position and velocity
    residual at the end, on the snake cart, the tilted rolling disk and a 3-link chain in
    maximal coordinates, for the default and for `None` (skipped with --quick).
@@ -46,6 +48,7 @@ import constrax as cx  # noqa: E402
 from benchmarks._cases import LAPACK_DEFAULTS, RK4, lapack_solves, require_x64  # noqa: E402
 from benchmarks._report import loadavg, machine_info  # noqa: E402
 from benchmarks.cases.chain import maximal_hand_vf  # noqa: E402
+from constrax._step_projection import first_same_as_last  # noqa: E402
 
 # ---- the adaptive case: the snake cart without singular crossing -----------------------
 
@@ -126,6 +129,7 @@ OPTIONS = {
     "None": None,
 }
 RK4_OPTIONS = ("StepProjection() (default)", "None")
+HAND_FSAL = "hand-written field, first-same-as-last form"
 SINGLE_STATE_ROUNDS = 5  # times the rounds of a batch, for the one-state fixed-step rows
 
 
@@ -248,6 +252,12 @@ def fixed_step(repeats: int, batch: int) -> list[dict]:
             return sol.ys[0][-1]
 
         contenders = {"hand-written field": hand}
+        if isinstance(solver, RK4):
+            # The same field in the first-same-as-last form `StepProjection` runs RK4 in
+            # (the field at the step's end appended as a stage of weight zero): what that
+            # form costs diffrax's stage loop, apart from any projection.
+            fsal = first_same_as_last(solver)
+            contenders[HAND_FSAL] = lambda q0, qd0, p, fsal=fsal: hand(q0, qd0, p, solver=fsal)
         for name in options:
             extra = {} if name.endswith("(default)") else {"stabilisation": OPTIONS[name]}
             contenders[name] = lambda q0, qd0, p, extra=extra, kw=kw: cx.simulate(
