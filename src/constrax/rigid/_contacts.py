@@ -265,8 +265,8 @@ class Sphere(eqx.Module):
         return self.lowest_point(None, n, p)
 
     def normal_offset(self, body, q, n, p):
-        r"""$n\cdot\Delta = -a$."""
-        return -_param(self.radius, p) * jnp.ones((), q.dtype)
+        r"""$n\cdot\Delta = -a$ (`lowest_height`)."""
+        return self.lowest_height(None, n.astype(q.dtype), p)
 
 
 class Disk(eqx.Module):

@@ -98,10 +98,8 @@ class TreeBody(AbstractRigidBody):
 
     def offset_velocity(self, q, qd, delta):
         r"""$\dot r + \omega\times\Delta$ from one `jax.jvp` of the frame
-        (`_moving_offset`)."""
-        delta = check_point(delta, "delta", jnp.asarray(q).dtype)
-        (_, R), (xd, Rd) = self._rates(q, qd)
-        return _moving_offset(R, xd, Rd, delta)
+        (`offset_and_velocity`, `_moving_offset`)."""
+        return self.offset_and_velocity(q, qd, lambda rotate: delta)[1]
 
     def placement(self, q):
         """The frame's origin and rotation from one pass of the forward kinematics."""
