@@ -90,9 +90,23 @@ def timing(path: str) -> dict:
 
 
 def cyipopt_solve(
-    n, lo, hi, m, cl, cu, jac, hess, callbacks, x0, options, multipliers0=None, library_path=None
+    n,
+    lo,
+    hi,
+    m,
+    cl,
+    cu,
+    jac,
+    hess,
+    callbacks,
+    x0,
+    options,
+    multipliers0=None,
+    library_path=None,
+    optional=frozenset(),
 ):
-    """`_ipopt_c.solve` through `cyipopt.Problem` (its callbacks read `callbacks`)."""
+    """`_ipopt_c.solve` through `cyipopt.Problem` (its callbacks read `callbacks`; cyipopt's
+    IPOPT knows every option `optional` names)."""
     import cyipopt
 
     problem_obj = type(

@@ -230,6 +230,25 @@ def test_double_integrator_minimum_effort_equals_the_closed_form_12_d2_over_T3()
     assert sol.replay_error() <= 1e-8
 
 
+def test_users_ipopt_options_override_constraxs_mumps_ordering():
+    """`cx.fit.IPOPT` sets MUMPS's approximate-minimum-degree ordering; IPOPT's own default
+    (7, MUMPS chooses) given in `options` reaches the same optimum, and an ordering IPOPT
+    does not have is refused naming the option (the user's options are never skipped)."""
+    d, T = 1.5, 2.0
+    problem = double_integrator(d, T, running_cost=_effort)
+    tr = fit.HermiteSimpson(6)
+    ours = fit.solve_optimal_control(problem, transcription=tr)
+    theirs = fit.solve_optimal_control(
+        problem, transcription=tr, solver=fit.IPOPT(options={"mumps_pivot_order": 7})
+    )
+    assert ours.success and theirs.success
+    assert abs(theirs.objective - ours.objective) <= 1e-12
+    with pytest.raises(ValueError, match="refused the option 'mumps_pivot_order'"):
+        fit.solve_optimal_control(
+            problem, transcription=tr, solver=fit.IPOPT(options={"mumps_pivot_order": 99})
+        )
+
+
 def test_knife_edge_parallel_parking_reaches_the_optimum_from_the_linear_guess():
     """Rest to rest, sideways by 1 in 5 s, min ∫|u|²: the optimum 0.21846 of single
     shooting through cx.simulate to 0.5 %, the no-slip rows at every node to 1e-8, and

@@ -87,6 +87,10 @@ class IPOPT(eqx.Module):
       more iterations).
     - `print_level`: IPOPT's own output, 0 (silent, default) to 12.
     - `options`: further IPOPT options as a dict (e.g. `{"mu_strategy": "monotone"}`).
+      constrax sets `mu_strategy="adaptive"` and MUMPS's approximate-minimum-degree
+      ordering, `mumps_pivot_order=0` (IPOPT's default, 7, lets MUMPS choose: the same
+      iterates, 0–19 % slower on the problems of `benchmarks/trajopt.py`); both can be
+      overridden here.
     - `sparsity`: the derivative entries IPOPT is given. `"blocks"` (default): every entry
       of the transcription's dense per-interval blocks. `"sampled"`: only those nonzero at
       one of a few random points (the structural nonzeros: on the knife-edge parking
@@ -98,8 +102,8 @@ class IPOPT(eqx.Module):
       measured (`benchmarks/trajopt_sparsity.py`).
     - `library`: the path of an IPOPT shared library (3.14 or later) to call instead of
       the one `cyipopt` links: a build with other linear solvers (HSL's), or a newer one
-      (e.g. the `libipopt.so` CasADi bundles: IPOPT 3.14.19 and MUMPS 5.8, faster than
-      `cyipopt-wheels`' 3.14.11 and MUMPS 5.5 on the problems of
+      (e.g. the `libipopt.so` CasADi bundles: IPOPT 3.14.19 and MUMPS 5.8, as fast as
+      `cyipopt-wheels`' 3.14.11 and MUMPS 5.5 or up to 18 % faster on the problems of
       `benchmarks/trajopt_sparsity.py`). `None` (default): `cyipopt`'s.
 
     **Example:** `cx.fit.IPOPT(tol=1e-8, max_iter=500, options={"linear_solver": "mumps"})`
@@ -214,6 +218,7 @@ class IPOPT(eqx.Module):
             "sb": "yes",
             "hessian_approximation": self.hessian,
             "mu_strategy": "adaptive",
+            **_MUMPS_DEFAULTS,
         }
         if multipliers0 is not None:
             options["warm_start_init_point"] = "yes"
@@ -234,6 +239,7 @@ class IPOPT(eqx.Module):
                     options,
                     multipliers0,
                     self.library,
+                    optional=frozenset(_MUMPS_DEFAULTS).difference(self.options or {}),
                 )
         except Exception as e:
             failed = _evaluation_error(e, count[0])
@@ -255,6 +261,14 @@ class IPOPT(eqx.Module):
             objective_at_z=evaluator.objective(z),
             constraints_at_z=evaluator.constraints(z),
         )
+
+
+# MUMPS's fill-reducing ordering: approximate minimum degree (`mumps_pivot_order` 0) where
+# IPOPT leaves MUMPS to choose (7). On the transcriptions' banded block structure it gives
+# the same iterates and saves 0-19 % of the solve (parking and cart-pole, N = 50-400,
+# `benchmarks/trajopt.py`'s problems, 2026-11-28). Set where IPOPT knows the option (a
+# library built without MUMPS does not), and the user's `options` override it.
+_MUMPS_DEFAULTS = {"mumps_pivot_order": 0}
 
 
 # The programs IPOPT's callbacks read, each one XLA program: the values (objective and

@@ -105,7 +105,10 @@ class Callbacks(Protocol):
         """Once per iteration; `False` stops the solve."""
 
 
-def _options(lib, problem, options: dict) -> None:
+def _options(lib, problem, options: dict, optional: frozenset = frozenset()) -> None:
+    """Set `options` on `problem`; a refused option raises, unless its name is in
+    `optional` (constrax's own defaults: e.g. a MUMPS option on a library built without
+    MUMPS, which IPOPT does not know)."""
     for key, value in options.items():
         k = str(key).encode()
         if isinstance(value, bool | np.bool_):
@@ -118,7 +121,7 @@ def _options(lib, problem, options: dict) -> None:
             ok = lib.AddIpoptNumOption(problem, k, float(value))
         else:
             ok = False
-        if not ok:
+        if not ok and key not in optional:
             raise ValueError(
                 f"cx.fit.IPOPT: IPOPT refused the option {key!r} = {value!r} (unknown name, "
                 "wrong type: a str, an int or a float as IPOPT's documentation lists the "
@@ -140,9 +143,11 @@ def solve(
     options: dict,
     multipliers0: np.ndarray | None = None,
     library_path: str | None = None,
+    optional: frozenset = frozenset(),
 ):
     """One IPOPT solve: `(x, objective, status code, constraint multipliers)`, by the IPOPT
-    of `library(library_path)`. An exception raised by a callback stops the solve (the
+    of `library(library_path)`; the names in `optional` are options IPOPT may refuse
+    (`_options`). An exception raised by a callback stops the solve (the
     callback reports a failed evaluation and the next iteration stops) and is raised again
     here."""
     lib = library(library_path)
@@ -210,7 +215,7 @@ def solve(
     if not problem:
         raise ValueError(f"cx.fit.IPOPT: IPOPT refused the problem (n = {n}, m = {m})")
     try:
-        _options(lib, problem, options)
+        _options(lib, problem, options, optional)
         lib.SetIntermediateCallback(problem, c_intermediate)
         x = np.array(x0, np.float64)
         g, obj = np.zeros(m), np.zeros(1)
