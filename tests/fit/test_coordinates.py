@@ -22,6 +22,29 @@ pytest.importorskip("cyipopt")
 fit = cx.fit
 
 
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 5])
+def test_spd_solve_inverts_spd_matrices_and_its_derivatives_are_the_inverses(k):
+    """`spd_solve` (unrolled up to `SMALL_SPD`, LAPACK above) solves random SPD systems to
+    round-off against numpy's general solve, batched under `jit` and `vmap`; its forward
+    derivative in the matrix is the closed form d(A^-1 b) = -A^-1 dA A^-1 b; a matrix with
+    a negative eigenvalue gives NaN, not a number."""
+    from constrax.fit._coordinates import spd_solve
+
+    rng = np.random.default_rng(k)
+    B = rng.standard_normal((8, k, k))
+    A = B @ np.swapaxes(B, 1, 2) + 0.1 * np.eye(k)
+    b = rng.standard_normal((8, k))
+    x = jax.jit(jax.vmap(spd_solve))(jnp.asarray(A), jnp.asarray(b))
+    np.testing.assert_allclose(x, np.linalg.solve(A, b[..., None])[..., 0], rtol=1e-10)
+    dA = rng.standard_normal((k, k))
+    dA = dA + dA.T
+    _, dx = jax.jvp(lambda M: spd_solve(M, jnp.asarray(b[0])), (jnp.asarray(A[0]),), (dA,))
+    want = -np.linalg.solve(A[0], dA @ np.linalg.solve(A[0], b[0]))
+    np.testing.assert_allclose(dx, want, rtol=1e-8, atol=1e-12)
+    indefinite = np.diag(np.r_[-1.0, np.ones(k - 1)])
+    assert np.isnan(np.asarray(spd_solve(jnp.asarray(indefinite), jnp.ones(k)))).any()
+
+
 def test_knife_edge_quasi_velocity_rates_are_push_over_mass_and_torque_over_inertia():
     r"""$\dot v = S^+(\ddot q - \dot S v)$ from the library's accelerations equals the hand
     reduction $(u_0/m, u_1/I)$, with $\dot q = S v$, at random states, under `jit` and

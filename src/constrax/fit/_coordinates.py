@@ -28,10 +28,43 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
+from jaxtyping import Array, Float
 
 from .._dynamics import _step
 from .._prescriptions import prescribed_terms
 from .._terms import generalized_force, position_residual, stacked_residual
+
+# Up to this size `spd_solve` unrolls the Cholesky factorisation into scalar operations.
+SMALL_SPD = 4
+
+
+def spd_solve(A: Float[Array, "k k"], b: Float[Array, " k"]) -> Float[Array, " k"]:
+    r"""$A^{-1}b$ for a symmetric positive definite $A$ `(k, k)`, by Cholesky,
+    $A = LL^\top$ (Golub & Van Loan, *Matrix Computations*, 2013, §4.2).
+
+    Up to $k = $ `SMALL_SPD` the factorisation and the two triangular solves are written
+    out in scalar operations, which XLA fuses across a `vmap`; above, LAPACK's
+    (`jax.scipy.linalg.cho_factor` / `cho_solve`). On a transcription's batched $2\times2$
+    systems (Maggi's equations of the knife edge at 51 nodes) LAPACK's calls cost more than
+    the arithmetic: the parking program's values, first derivatives and Hessian take
+    46 / 142 / 212 µs a call unrolled against 78 / 240 / 340 µs (2-core Intel Xeon,
+    2026-11-28), with the same values to round-off. A matrix that is not positive definite
+    gives NaN either way (the square root of a negative pivot)."""
+    k = A.shape[0]
+    if k > SMALL_SPD:
+        return jsl.cho_solve(jsl.cho_factor(A), b)
+    L = [[None] * k for _ in range(k)]
+    for j in range(k):
+        L[j][j] = jnp.sqrt(A[j, j] - sum(L[j][m] ** 2 for m in range(j)))
+        for i in range(j + 1, k):
+            L[i][j] = (A[i, j] - sum(L[i][m] * L[j][m] for m in range(j))) / L[j][j]
+    y = []
+    for i in range(k):  # L y = b
+        y.append((b[i] - sum(L[i][m] * y[m] for m in range(i))) / L[i][i])
+    x = [None] * k
+    for i in reversed(range(k)):  # L^T x = y
+        x[i] = (y[i] - sum(L[m][i] * x[m] for m in range(i + 1, k))) / L[i][i]
+    return jnp.stack(x)
 
 
 class AbstractStateCoordinates(eqx.Module):
@@ -228,11 +261,8 @@ class QuasiVelocities(AbstractStateCoordinates):
         _, dS = jax.jvp(S_at, (t, q), (jnp.ones_like(t), qd))
         W, f = prescribed_terms(problem.prescription, problem.system, t, q, qd, None, p)
         force = generalized_force(problem.system, t, q, qd, p)
-        # Cholesky: S^T W S is symmetric positive definite (above), and LAPACK's LU with its
-        # two triangular solves costs 3x as much on the small batched matrices of a
-        # transcription (51 2x2 systems: 122 us against 37 us).
         WS = S.T @ W @ S
-        vd = jsl.cho_solve(jsl.cho_factor(0.5 * (WS + WS.T)), S.T @ (f + force - W @ (dS @ v)))
+        vd = spd_solve(0.5 * (WS + WS.T), S.T @ (f + force - W @ (dS @ v)))
         return jnp.concatenate([qd, vd])
 
     def manifold(self, problem, t, x, p):
