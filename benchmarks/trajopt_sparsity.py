@@ -3,9 +3,11 @@ r"""IPOPT on the structural nonzeros against IPOPT on the dense derivative block
 blocks passed through `cyipopt`'s own callbacks instead of IPOPT's C interface (what
 `cx.fit.IPOPT` did before 2026-11-27: the same IPOPT library, the same evaluations; `cyipopt`
 copies the Jacobian and Hessian values into IPOPT's arrays one Python-level index at a
-time), and the IPOPT library CasADi's wheel bundles (`cx.fit.IPOPT(library=...)`: IPOPT
+time), the IPOPT library CasADi's wheel bundles (`cx.fit.IPOPT(library=...)`: IPOPT
 3.14.19 with MUMPS 5.8.2, against `cyipopt-wheels`' 3.14.11 with MUMPS 5.5.1; skipped
-without CasADi), interleaved in one process on the problems of `benchmarks/trajopt.py`.
+without CasADi), and MUMPS left to choose its fill-reducing ordering (IPOPT's default,
+`mumps_pivot_order=7`, against `cx.fit.IPOPT`'s approximate minimum degree, 0),
+interleaved in one process on the problems of `benchmarks/trajopt.py`.
 
 Usage (from the repository root):
 
@@ -47,12 +49,13 @@ from benchmarks import trajopt  # noqa: E402
 from benchmarks._report import loadavg, machine_info, md_table, write_json  # noqa: E402
 from constrax.fit import _ipopt, _ipopt_c  # noqa: E402
 
-# name: (IPOPT(sparsity=...), through cyipopt's callbacks, another IPOPT library)
+# name: (IPOPT(sparsity=...), through cyipopt's callbacks, another IPOPT library, options)
 VARIANTS = {
-    "blocks": ("blocks", False, None),
-    "sampled": ("sampled", False, None),
-    "blocks, cyipopt's callbacks": ("blocks", True, None),
-    "blocks, CasADi's IPOPT library": ("blocks", False, "casadi"),
+    "blocks": ("blocks", False, None, {}),
+    "sampled": ("sampled", False, None, {}),
+    "blocks, cyipopt's callbacks": ("blocks", True, None, {}),
+    "blocks, CasADi's IPOPT library": ("blocks", False, "casadi", {}),
+    "blocks, MUMPS's automatic ordering": ("blocks", False, None, {"mumps_pivot_order": 7}),
 }
 
 
@@ -134,7 +137,7 @@ def cyipopt_solve(
 
 
 def solve(problem, transcription, variant: str, log: str):
-    structure, through_cyipopt, library = VARIANTS[variant]
+    structure, through_cyipopt, library, options = VARIANTS[variant]
     solver = cx.fit.IPOPT(
         sparsity=structure,
         library=casadi_ipopt() if library == "casadi" else None,
@@ -143,6 +146,7 @@ def solve(problem, transcription, variant: str, log: str):
             "output_file": log,
             "file_print_level": 3,
             "print_timing_statistics": "yes",
+            **options,
         },
         tol=trajopt.IPOPT_OPTIONS["tol"],
         constr_viol_tol=trajopt.IPOPT_OPTIONS["constr_viol_tol"],
@@ -247,7 +251,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
             )
     lines = [
         "# IPOPT on the structural nonzeros against the dense blocks, through cyipopt's "
-        "callbacks, and CasADi's IPOPT library (CPU)",
+        "callbacks, CasADi's IPOPT library, and MUMPS's automatic ordering (CPU)",
         "",
         f"- date (UTC): {meta['date']}; load average at start {meta['load_start']}, "
         f"at end {meta['load_end']}",
@@ -279,6 +283,7 @@ def main() -> None:
     cases = [
         ("parking", trajopt.parking_problem(), 50),
         ("parking", trajopt.parking_problem(), 100),
+        ("parking", trajopt.parking_problem(), 400),
         ("cart-pole", trajopt.cartpole_problem(), 50),
     ]
     rows = []

@@ -89,8 +89,8 @@ class IPOPT(eqx.Module):
     - `options`: further IPOPT options as a dict (e.g. `{"mu_strategy": "monotone"}`).
       constrax sets `mu_strategy="adaptive"` and MUMPS's approximate-minimum-degree
       ordering, `mumps_pivot_order=0` (IPOPT's default, 7, lets MUMPS choose: the same
-      iterates, 0–19 % slower on the problems of `benchmarks/trajopt.py`); both can be
-      overridden here.
+      iterates, 4–21 % slower on the problems of `benchmarks/trajopt_sparsity.py`); both
+      can be overridden here.
     - `sparsity`: the derivative entries IPOPT is given. `"blocks"` (default): every entry
       of the transcription's dense per-interval blocks. `"sampled"`: only those nonzero at
       one of a few random points (the structural nonzeros: on the knife-edge parking
@@ -103,8 +103,8 @@ class IPOPT(eqx.Module):
     - `library`: the path of an IPOPT shared library (3.14 or later) to call instead of
       the one `cyipopt` links: a build with other linear solvers (HSL's), or a newer one
       (e.g. the `libipopt.so` CasADi bundles: IPOPT 3.14.19 and MUMPS 5.8, as fast as
-      `cyipopt-wheels`' 3.14.11 and MUMPS 5.5 or up to 18 % faster on the problems of
-      `benchmarks/trajopt_sparsity.py`). `None` (default): `cyipopt`'s.
+      `cyipopt-wheels`' 3.14.11 and MUMPS 5.5 on parking and 18 % faster on the cart-pole
+      of `benchmarks/trajopt_sparsity.py`). `None` (default): `cyipopt`'s.
 
     **Example:** `cx.fit.IPOPT(tol=1e-8, max_iter=500, options={"linear_solver": "mumps"})`
     """
@@ -265,9 +265,9 @@ class IPOPT(eqx.Module):
 
 # MUMPS's fill-reducing ordering: approximate minimum degree (`mumps_pivot_order` 0) where
 # IPOPT leaves MUMPS to choose (7). On the transcriptions' banded block structure it gives
-# the same iterates and saves 0-19 % of the solve (parking and cart-pole, N = 50-400,
-# `benchmarks/trajopt.py`'s problems, 2026-11-28). Set where IPOPT knows the option (a
-# library built without MUMPS does not), and the user's `options` override it.
+# the same iterates and saves 15-17 % of a parking solve at N = 50-400 and 4 % of the
+# cart-pole's (`benchmarks/trajopt_sparsity.py`, 2026-11-28). Set where IPOPT knows the
+# option (a library built without MUMPS does not), and the user's `options` override it.
 _MUMPS_DEFAULTS = {"mumps_pivot_order": 0}
 
 
