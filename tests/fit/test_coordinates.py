@@ -26,8 +26,9 @@ fit = cx.fit
 def test_spd_solve_inverts_spd_matrices_and_its_derivatives_are_the_inverses(k):
     """`spd_solve` (unrolled up to `SMALL_SPD`, LAPACK above) solves random SPD systems to
     round-off against numpy's general solve, batched under `jit` and `vmap`; its forward
-    derivative in the matrix is the closed form d(A^-1 b) = -A^-1 dA A^-1 b; a matrix with
-    a negative eigenvalue gives NaN, not a number."""
+    derivative in the matrix is the closed form d(A^-1 b) = -A^-1 dA A^-1 b, its gradient
+    in the right-hand side A^-1 c; a matrix with a negative eigenvalue gives NaN, not a
+    number."""
     from constrax.fit._coordinates import spd_solve
 
     rng = np.random.default_rng(k)
@@ -41,6 +42,10 @@ def test_spd_solve_inverts_spd_matrices_and_its_derivatives_are_the_inverses(k):
     _, dx = jax.jvp(lambda M: spd_solve(M, jnp.asarray(b[0])), (jnp.asarray(A[0]),), (dA,))
     want = -np.linalg.solve(A[0], dA @ np.linalg.solve(A[0], b[0]))
     np.testing.assert_allclose(dx, want, rtol=1e-8, atol=1e-12)
+    # Reverse mode: the gradient of c . A^-1 b in b is A^-1 c (A symmetric).
+    c = rng.standard_normal(k)
+    g = jax.grad(lambda v: jnp.asarray(c) @ spd_solve(jnp.asarray(A[0]), v))(jnp.asarray(b[0]))
+    np.testing.assert_allclose(g, np.linalg.solve(A[0], c), rtol=1e-8, atol=1e-12)
     indefinite = np.diag(np.r_[-1.0, np.ones(k - 1)])
     assert np.isnan(np.asarray(spd_solve(jnp.asarray(indefinite), jnp.ones(k)))).any()
 
