@@ -69,10 +69,10 @@ class _AbstractCollocation(AbstractTranscription):
     `velocity_basis` (optional) is a basis $S(t, q, p)$ `(n, k)` of the kernel of the
     velocity rows (e.g. the knife edge's $[[\cos\theta, 0], [\sin\theta, 0], [0, 1]]$):
     the node state is then $(q, v)$ with $\dot q = S v$ (Maggi's quasi-velocities, moved by
-    Maggi's equations), only the position rows are imposed at the nodes, and the program
-    has the size of a hand-reduced model (`QuasiVelocities`; docs page "Trajectory
-    optimisation", section "Quasi-velocities"). Checked at the nodes of the guess and of
-    the solution."""
+    Maggi's equations; $(q, v, \mu)$ under the vakonomic prescription), only the position
+    rows are imposed at the nodes, and the program has the size of a hand-reduced model
+    (`QuasiVelocities`; docs page "Trajectory optimisation", section "Quasi-velocities").
+    Checked at the nodes of the guess and of the solution."""
 
     intervals: eqx.AbstractVar[int]
     velocity_basis: eqx.AbstractVar[Callable | None]

@@ -3,7 +3,7 @@ rows it imposes at the nodes (docs page "Trajectory optimisation", section "Quas
 
 - `Velocities` (the default): $x = (q, \dot q[, \mu])$, with the position rows $g$ and all
   velocity rows $c$ imposed at every node.
-- `QuasiVelocities`: $x = (q, v)$ with $\dot q = S(t, q)\,v$ for a user's basis $S$ of the
+- `QuasiVelocities`: $x = (q, v[, \mu])$ with $\dot q = S(t, q)\,v$ for a user's basis $S$ of the
   kernel of the velocity rows (Maggi's quasi-velocities: Maggi, *Principii della teoria
   matematica del movimento dei corpi*, 1896; Neimark & Fufaev, *Dynamics of Nonholonomic
   Systems*, 1972, ch. III). The velocity rows then hold by construction, so only the
@@ -188,8 +188,9 @@ class Velocities(AbstractStateCoordinates):
 
 
 class QuasiVelocities(AbstractStateCoordinates):
-    r"""$x = (q, v)$, $\dot q = S(t, q, p)\,v$ for the user's `basis` $S$ `(n, k)` of the
-    kernel of the velocity rows (module docstring). Checked at every node of the initial
+    r"""$x = (q, v[, \mu])$, $\dot q = S(t, q, p)\,v$ for the user's `basis` $S$ `(n, k)`
+    of the kernel of the velocity rows (module docstring), with the multipliers $\mu$ of
+    the vakonomic prescription as under `Velocities`. Checked at every node of the initial
     guess and of the solution: $c(t, q, S w) = 0$ for $w = 0$ and the unit vectors (the
     rows vanish on the span of $S$, so they are linear and homogeneous there), $k = n -
     \operatorname{rank}\partial c/\partial\dot q$ where the rows have their largest rank
@@ -202,11 +203,6 @@ class QuasiVelocities(AbstractStateCoordinates):
     def of(cls, basis: Callable, problem) -> "QuasiVelocities":
         """The coordinates of `basis` for `problem`, checked at trace time: the basis's
         shape, and a problem the coordinates can carry."""
-        if problem.prescription.multiplier_state:
-            raise ValueError(
-                "`velocity_basis` needs a prescription without a multiplier state (the "
-                f"vakonomic prescription's mu): got {problem.prescription!r}"
-            )
         lo, hi = problem.bounds["qd"]
         if np.isfinite(lo).any() or np.isfinite(hi).any():
             raise ValueError(
@@ -235,15 +231,16 @@ class QuasiVelocities(AbstractStateCoordinates):
         return coordinates
 
     def size(self, problem):
-        return problem.n + self.k
+        return problem.n + self.k + _multipliers(problem)
 
     def rows(self, problem):
         return problem.h
 
     def unpack(self, problem, t, x, p):
-        n = problem.n
-        q, v = x[:n], x[n:]
-        return q, self.basis(t, q, p) @ v, None
+        n, k = problem.n, self.k
+        q, v = x[:n], x[n : n + k]
+        mu = x[n + k :] if problem.prescription.multiplier_state else None
+        return q, self.basis(t, q, p) @ v, mu
 
     def field(self, problem, t, x, p):
         r"""$(\dot q, \dot v) = (S v,\ (S^\top W S)^{-1} S^\top(f + Q - W\dot S v))$:
@@ -252,13 +249,27 @@ class QuasiVelocities(AbstractStateCoordinates):
         the library's (autodiff of the Lagrangian, or the system's `dynamics`); no
         constraint Jacobian and no saddle-point solve, and $S^\top W S$ is positive
         definite wherever $S$ has full column rank, also where the constraint rows lose
-        rank."""
-        n = problem.n
-        q, v = x[:n], x[n:]
+        rank.
+
+        Under the vakonomic prescription $\ddot q$ and $\dot\mu = \lambda$ are the
+        library's (its saddle-point solve, `_dynamics._step`, at $(q, Sv, \mu)$), and
+        $\dot v = (S^\top S)^{-1}S^\top(\ddot q - \dot S v)$: exact, because $\ddot q -
+        \dot S v$ lies in the kernel of the velocity rows (they hold along the motion), which
+        $S$ spans."""
+        n, k = problem.n, self.k
+        q, v = x[:n], x[n : n + k]
         S_at = lambda t, q: self.basis(t, q, p)  # noqa: E731
         S = S_at(t, q)
         qd = S @ v
         _, dS = jax.jvp(S_at, (t, q), (jnp.ones_like(t), qd))
+        if problem.prescription.multiplier_state:
+            mask = np.asarray(problem.mask, dtype=bool)
+            step = _step(
+                problem.system, problem.prescription, problem.constraint_solver, None,
+                t, q, qd, x[n + k :], p, mask,
+            )  # fmt: skip
+            vd = spd_solve(S.T @ S, S.T @ (step.qdd - dS @ v))
+            return jnp.concatenate([qd, vd, step.lam])
         W, f = prescribed_terms(problem.prescription, problem.system, t, q, qd, None, p)
         force = generalized_force(problem.system, t, q, qd, p)
         WS = S.T @ W @ S
@@ -272,8 +283,8 @@ class QuasiVelocities(AbstractStateCoordinates):
         return problem.manifold_names()[: problem.h]
 
     def state_names(self, problem):
-        k = self.size(problem) - problem.n
-        return [f"q[{i}]" for i in range(problem.n)] + [f"v[{j}]" for j in range(k)]
+        names = [f"q[{i}]" for i in range(problem.n)] + [f"v[{j}]" for j in range(self.k)]
+        return names + [f"mu[{i}]" for i in range(_multipliers(problem))]
 
     def pack(self, problem, ts, X, p):
         n = problem.n
@@ -283,10 +294,13 @@ class QuasiVelocities(AbstractStateCoordinates):
         S, rows, A = (np.asarray(a) for a in _at_nodes(self, problem, ts, Q, p))
         self.check_nodes(problem, ts, S, rows, A, "the initial guess")
         V = (np.linalg.pinv(S) @ Qd[:, :, None])[:, :, 0]  # least squares, per node
-        return np.concatenate([Q, V], axis=1)
+        Mu = np.asarray(X[:, 2 * n : 2 * n + _multipliers(problem)], dtype)
+        return np.concatenate([Q, V, Mu], axis=1)
 
     def nodes(self, problem, ts, X, p):
-        return tuple(np.asarray(a) for a in _unpacked(self, problem, ts, X, p)) + (None,)
+        Q, Qd = (np.asarray(a) for a in _unpacked(self, problem, ts, X, p))
+        mu = np.asarray(X)[:, problem.n + self.k :] if _multipliers(problem) else None
+        return Q, Qd, mu
 
     def unimposed(self, problem, ts, Q, Qd, p):
         if not problem.system.constraints:
@@ -341,12 +355,9 @@ class QuasiVelocities(AbstractStateCoordinates):
         )
 
     def state_bounds(self, problem):
-        k = self.size(problem) - problem.n
+        free = np.full(self.size(problem) - problem.n, np.inf)  # v and mu
         B = problem.bounds
-        return (
-            np.concatenate([B["q"][0], np.full(k, -np.inf)]),
-            np.concatenate([B["q"][1], np.full(k, np.inf)]),
-        )
+        return np.concatenate([B["q"][0], -free]), np.concatenate([B["q"][1], free])
 
     def fixed(self, problem, p):
         n = problem.n
@@ -358,7 +369,7 @@ class QuasiVelocities(AbstractStateCoordinates):
             if qd is None:
                 continue
             if q is None:  # zero (checked in `of`): v = 0 whatever q
-                out.append((node, n, np.zeros(self.size(problem) - n)))
+                out.append((node, n, np.zeros(self.k)))
                 continue
             S = np.asarray(_basis(self, jnp.asarray(t, problem.t1.dtype), q, p))
             v, *_ = np.linalg.lstsq(S, np.asarray(qd), rcond=None)
@@ -370,7 +381,14 @@ class QuasiVelocities(AbstractStateCoordinates):
                     f"{'q0' if node == 0 else 'q1'} (least-squares miss {miss:.3g})"
                 )
             out.append((node, n, v))
+        if problem.mu0 is not None:
+            out.append((0, n + self.k, np.asarray(problem.mu0)))
         return out
+
+
+def _multipliers(problem) -> int:
+    r"""The entries of the vakonomic multipliers $\mu$ in a node state (0 under d'Alembert)."""
+    return problem.state_size - 2 * problem.n
 
 
 def check_velocity_basis(basis) -> None:
@@ -405,8 +423,8 @@ def _at_nodes(coordinates, problem, ts, Q, p):
 
 @eqx.filter_jit
 def _unpacked(coordinates, problem, ts, X, p):
-    n = problem.n
-    Qd = jax.vmap(lambda t, x: coordinates.basis(t, x[:n], p) @ x[n:])(ts, X)
+    n, k = problem.n, coordinates.k
+    Qd = jax.vmap(lambda t, x: coordinates.basis(t, x[:n], p) @ x[n : n + k])(ts, X)
     return X[:, :n], Qd
 
 

@@ -56,9 +56,10 @@ class DirectMultipleShooting(AbstractTranscription):
       solver's stages in a plain `lax` loop, which forward mode differentiates).
     - `velocity_basis`: optional `(t, q, p) -> S (n, k)` spanning the kernel of the
       velocity rows: the node states and the integrated state are then $(q, v)$ with
-      $\dot q = S v$, moved by Maggi's equations, and only the position rows are imposed at
-      the nodes (as for `cx.fit.HermiteSimpson`; docs page "Trajectory optimisation",
-      section "Quasi-velocities").
+      $\dot q = S v$ ($(q, v, \mu)$ under the vakonomic prescription), moved by Maggi's
+      equations, and only the position rows are imposed at the nodes (as for
+      `cx.fit.HermiteSimpson`; docs page "Trajectory optimisation", section
+      "Quasi-velocities").
 
     **Example:** `cx.fit.DirectMultipleShooting(segments=25, steps=10)`
     """

@@ -287,12 +287,14 @@ class AbstractNLP(eqx.Module):
         return jnp.asarray(pr.running_cost(t, q, qd, u, p), x.dtype)
 
     def projection(self, tau1, x1, u1, nu_k, shared):
-        r"""$(H(x_{k+1}), J(x_{k+1})^\top\nu_k)$, the latter zero in the $\mu$ slots."""
+        r"""$(H(x_{k+1}), J(x_{k+1})^\top\nu_k)$, the latter zero in the $\mu$ slots (the
+        last $m$ entries of the node state, under the vakonomic prescription)."""
         t1 = self.time(tau1, shared)
         H1, pullback = jax.vjp(lambda y: self.manifold(t1, y, u1, shared), x1)
         (proj,) = pullback(nu_k)
-        if self.problem.prescription.multiplier_state:
-            proj = proj.at[2 * self.problem.n :].set(0.0)
+        pr = self.problem
+        if pr.prescription.multiplier_state:
+            proj = proj.at[self.sizes.s - (pr.state_size - 2 * pr.n) :].set(0.0)
         return H1, proj
 
     def boundary(self, v) -> tuple[Array, Array]:
