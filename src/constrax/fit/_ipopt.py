@@ -190,18 +190,6 @@ class IPOPT(eqx.Module):
         evaluator.use(structure)
         bar = _progress(progress, self.max_iter)
         count = [0]
-        # The dynamics' checks that failed at trial points, as messages: IPOPT is told the
-        # evaluation failed and steps back (a step that left the region where the
-        # dynamics are defined). At the starting point (IPOPT's first evaluation, of z0
-        # moved inside its bounds) one raises.
-        trial_errors: list[str] = []
-
-        def evaluation_error(z, error):
-            message = _check_message(error)
-            if message is None or not evaluator.evaluated:
-                return False
-            trial_errors.append(message)
-            return True
 
         def intermediate(it, obj, inf_pr):
             count[0] = it
@@ -221,7 +209,6 @@ class IPOPT(eqx.Module):
             jacobian=evaluator.jacobian,
             hessian=evaluator.hessian,
             intermediate=intermediate,
-            evaluation_error=evaluation_error,
         )
         options = {
             "tol": float(self.tol),
@@ -263,11 +250,6 @@ class IPOPT(eqx.Module):
             if bar is not None:
                 bar.close()
         status, msg = _STATUS.get(code, (f"ipopt_status_{code}", f"IPOPT returned status {code}"))
-        if trial_errors and code != 0:
-            msg = msg.rstrip(".") + (
-                f"; the dynamics could not be evaluated at {len(trial_errors)} trial "
-                f"point(s) IPOPT stepped back from, the last: {trial_errors[-1]}"
-            )
         return NLPResult(
             z=z,
             status=status,
@@ -366,11 +348,6 @@ class _Evaluator:
 
     def _z(self, z) -> np.ndarray:
         return np.ascontiguousarray(z, dtype=self._dtype)
-
-    @property
-    def evaluated(self) -> bool:
-        """Whether the objective and constraints have been evaluated at some point."""
-        return self._last["values"] is not None
 
     def _pair(self, name: str, z):
         z = self._z(z)
@@ -497,24 +474,16 @@ def _quiet_failed_checks():
         logger.removeFilter(check)
 
 
-def _check_message(error: BaseException) -> str | None:
-    """The message of a check of the dynamics that failed inside one of IPOPT's callbacks
-    (raised by `equinox.error_if` in the compiled program, so wrapped in XLA's runtime error
-    and its traceback), in a line; `None` for other errors."""
+def _evaluation_error(error: Exception, iteration: int) -> RuntimeError | None:
+    """A check of the dynamics that failed inside one of IPOPT's callbacks (raised by
+    `equinox.error_if` in the compiled program, so wrapped in XLA's runtime error and
+    its traceback) as a `RuntimeError` that says so in a line; `None` for other errors."""
     text = str(error)
     start = text.find("constrax:")
     if start < 0:
         return None
-    return text[start:].splitlines()[0]
-
-
-def _evaluation_error(error: Exception, iteration: int) -> RuntimeError | None:
-    """A failed check of the dynamics (`_check_message`) that stopped the solve, as a
-    `RuntimeError` that says so in a line; `None` for other errors. It stops the solve at
-    the starting point, or in the derivatives at an accepted iterate; at a trial point of
-    the line search IPOPT steps back instead (`IPOPT._run`)."""
-    message = _check_message(error)
-    if message is None:
-        return None
-    where = "the starting point" if iteration == 0 else f"the iterate of iteration {iteration}"
-    return RuntimeError(f"cx.fit.IPOPT: evaluating the NLP failed at {where}: {message}")
+    message = text[start:].splitlines()[0]
+    return RuntimeError(
+        f"cx.fit.IPOPT: evaluating the NLP failed at iteration {iteration}, at a point the "
+        f"solver stepped to (not the guess unless iteration 0): {message}"
+    )
