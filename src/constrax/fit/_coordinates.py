@@ -159,7 +159,7 @@ class Velocities(AbstractStateCoordinates):
     def state_names(self, problem):
         n = problem.n
         names = [f"q[{i}]" for i in range(n)] + [f"qd[{i}]" for i in range(n)]
-        return names + [f"mu[{i}]" for i in range(problem.state_size - 2 * n)]
+        return names + [f"mu[{i}]" for i in range(multipliers(problem))]
 
     def pack(self, problem, ts, X, p):
         return np.asarray(X, np.float64)
@@ -174,7 +174,7 @@ class Velocities(AbstractStateCoordinates):
 
     def state_bounds(self, problem):
         B = problem.bounds
-        extra = np.full(problem.state_size - 2 * problem.n, np.inf)
+        extra = np.full(multipliers(problem), np.inf)
         return (
             np.concatenate([B["q"][0], B["qd"][0], -extra]),
             np.concatenate([B["q"][1], B["qd"][1], extra]),
@@ -231,7 +231,7 @@ class QuasiVelocities(AbstractStateCoordinates):
         return coordinates
 
     def size(self, problem):
-        return problem.n + self.k + _multipliers(problem)
+        return problem.n + self.k + multipliers(problem)
 
     def rows(self, problem):
         return problem.h
@@ -284,7 +284,7 @@ class QuasiVelocities(AbstractStateCoordinates):
 
     def state_names(self, problem):
         names = [f"q[{i}]" for i in range(problem.n)] + [f"v[{j}]" for j in range(self.k)]
-        return names + [f"mu[{i}]" for i in range(_multipliers(problem))]
+        return names + [f"mu[{i}]" for i in range(multipliers(problem))]
 
     def pack(self, problem, ts, X, p):
         n = problem.n
@@ -294,12 +294,12 @@ class QuasiVelocities(AbstractStateCoordinates):
         S, rows, A = (np.asarray(a) for a in _at_nodes(self, problem, ts, Q, p))
         self.check_nodes(problem, ts, S, rows, A, "the initial guess")
         V = (np.linalg.pinv(S) @ Qd[:, :, None])[:, :, 0]  # least squares, per node
-        Mu = np.asarray(X[:, 2 * n : 2 * n + _multipliers(problem)], dtype)
+        Mu = np.asarray(X[:, 2 * n : 2 * n + multipliers(problem)], dtype)
         return np.concatenate([Q, V, Mu], axis=1)
 
     def nodes(self, problem, ts, X, p):
         Q, Qd = (np.asarray(a) for a in _unpacked(self, problem, ts, X, p))
-        mu = np.asarray(X)[:, problem.n + self.k :] if _multipliers(problem) else None
+        mu = np.asarray(X)[:, problem.n + self.k :] if multipliers(problem) else None
         return Q, Qd, mu
 
     def unimposed(self, problem, ts, Q, Qd, p):
@@ -386,7 +386,7 @@ class QuasiVelocities(AbstractStateCoordinates):
         return out
 
 
-def _multipliers(problem) -> int:
+def multipliers(problem) -> int:
     r"""The entries of the vakonomic multipliers $\mu$ in a node state (0 under d'Alembert)."""
     return problem.state_size - 2 * problem.n
 

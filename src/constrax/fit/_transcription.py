@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._coordinates import AbstractStateCoordinates
+from ._coordinates import AbstractStateCoordinates, multipliers
 from ._ocp import OptimalControlProblem
 
 
@@ -294,7 +294,7 @@ class AbstractNLP(eqx.Module):
         (proj,) = pullback(nu_k)
         pr = self.problem
         if pr.prescription.multiplier_state:
-            proj = proj.at[self.sizes.s - (pr.state_size - 2 * pr.n) :].set(0.0)
+            proj = proj.at[self.sizes.s - multipliers(pr) :].set(0.0)
         return H1, proj
 
     def boundary(self, v) -> tuple[Array, Array]:
