@@ -50,6 +50,18 @@ def test_spd_solve_inverts_spd_matrices_and_its_derivatives_are_the_inverses(k):
     assert np.isnan(np.asarray(spd_solve(jnp.asarray(indefinite), jnp.ones(k)))).any()
 
 
+def _assert_state_jacobian_is_central_differences(nlp, t, x, u, atol):
+    """`jax.jacfwd` (under `jit`) of the node-state field in the state at `(t, x, u)`
+    against central differences (step 1e-6), column by column."""
+    shared = jnp.zeros(0)
+    field = lambda x: nlp.field(t, x, u, shared)  # noqa: E731
+    J = jax.jit(jax.jacfwd(field))(x)
+    eps = 1e-6
+    for j in range(x.shape[0]):
+        e = jnp.zeros(x.shape[0]).at[j].set(eps)
+        np.testing.assert_allclose(J[:, j], (field(x + e) - field(x - e)) / (2 * eps), atol=atol)
+
+
 def test_knife_edge_quasi_velocity_rates_are_push_over_mass_and_torque_over_inertia():
     r"""$\dot v = S^+(\ddot q - \dot S v)$ from the library's accelerations equals the hand
     reduction $(u_0/m, u_1/I)$, with $\dot q = S v$, at random states, under `jit` and
@@ -66,13 +78,7 @@ def test_knife_edge_quasi_velocity_rates_are_push_over_mass_and_torque_over_iner
     np.testing.assert_allclose(F[:, :3], jnp.einsum("kij,kj->ki", S, X[:, 3:]), atol=1e-14)
     np.testing.assert_allclose(F[:, 3], U[:, 0] / m, rtol=1e-12)
     np.testing.assert_allclose(F[:, 4], U[:, 1] / inertia, rtol=1e-12)
-    x, u, t = X[0], U[0], ts[0]
-    J = jax.jit(jax.jacfwd(lambda x: nlp.field(t, x, u, shared)))(x)
-    eps = 1e-6
-    for j in range(5):
-        e = jnp.zeros(5).at[j].set(eps)
-        fd = (nlp.field(t, x + e, u, shared) - nlp.field(t, x - e, u, shared)) / (2 * eps)
-        np.testing.assert_allclose(J[:, j], fd, atol=1e-8)
+    _assert_state_jacobian_is_central_differences(nlp, ts[0], X[0], U[0], atol=1e-8)
 
 
 def test_knife_edge_parks_at_the_optimum_on_quasi_velocities_with_a_hand_reduced_size():
@@ -167,13 +173,7 @@ def test_vakonomic_knife_edge_on_quasi_velocities_moves_by_the_librarys_vakonomi
         np.testing.assert_allclose(f[:3], S @ v, atol=1e-14)
         np.testing.assert_allclose(S @ f[3:5] + dS @ v, acc.qdd, atol=1e-12)
         np.testing.assert_allclose(f[5:], acc.mu_dot, atol=1e-12)
-    x, u, t = X[0], U[0], ts[0]
-    J = jax.jit(jax.jacfwd(lambda x: nlp.field(t, x, u, shared)))(x)
-    eps = 1e-6
-    for j in range(6):
-        e = jnp.zeros(6).at[j].set(eps)
-        fd = (nlp.field(t, x + e, u, shared) - nlp.field(t, x - e, u, shared)) / (2 * eps)
-        np.testing.assert_allclose(J[:, j], fd, atol=1e-7)
+    _assert_state_jacobian_is_central_differences(nlp, ts[0], X[0], U[0], atol=1e-7)
 
 
 @pytest.mark.slow
