@@ -50,6 +50,18 @@ def test_spd_solve_inverts_spd_matrices_and_its_derivatives_are_the_inverses(k):
     assert np.isnan(np.asarray(spd_solve(jnp.asarray(indefinite), jnp.ones(k)))).any()
 
 
+def _field_at_random_points(nlp, seed: int):
+    """`(ts, X, U, F)`: six seeded standard-normal node states `X` and controls `U` at
+    uniform times in [0, 5], and the node-state field `F` there, under `jit` and `vmap`."""
+    shared = jnp.zeros(0)
+    rng = np.random.default_rng(seed)
+    X = jnp.asarray(rng.standard_normal((6, nlp.sizes.s)))
+    U = jnp.asarray(rng.standard_normal((6, nlp.sizes.nu)))
+    ts = jnp.asarray(rng.uniform(0, 5, 6))
+    F = jax.jit(jax.vmap(lambda t, x, u: nlp.field(t, x, u, shared)))(ts, X, U)
+    return ts, X, U, F
+
+
 def _assert_state_jacobian_is_central_differences(nlp, t, x, u, atol):
     """`jax.jacfwd` (under `jit`) of the node-state field in the state at `(t, x, u)`
     against central differences (step 1e-6), column by column."""
@@ -68,12 +80,7 @@ def test_knife_edge_quasi_velocity_rates_are_push_over_mass_and_torque_over_iner
     `vmap`; its derivative in the state equals central differences."""
     nlp = fit.HermiteSimpson(2, velocity_basis=knife_basis).nlp(parking())
     m, inertia = float(KNIFE.params["m"]), float(KNIFE.params["I"])
-    shared = jnp.zeros(0)
-    rng = np.random.default_rng(0)
-    X = jnp.asarray(rng.standard_normal((6, 5)))
-    U = jnp.asarray(rng.standard_normal((6, 2)))
-    ts = jnp.asarray(rng.uniform(0, 5, 6))
-    F = jax.jit(jax.vmap(lambda t, x, u: nlp.field(t, x, u, shared)))(ts, X, U)
+    ts, X, U, F = _field_at_random_points(nlp, seed=0)
     S = jax.vmap(lambda x: knife_basis(0.0, x[:3], None))(X)
     np.testing.assert_allclose(F[:, :3], jnp.einsum("kij,kj->ki", S, X[:, 3:]), atol=1e-14)
     np.testing.assert_allclose(F[:, 3], U[:, 0] / m, rtol=1e-12)
@@ -156,12 +163,7 @@ def test_vakonomic_knife_edge_on_quasi_velocities_moves_by_the_librarys_vakonomi
     nlp = fit.HermiteSimpson(2, velocity_basis=knife_basis).nlp(problem)
     assert nlp.sizes.s == 3 + 2 + 1
     assert nlp.coordinates.state_names(problem)[-1] == "mu[0]"
-    shared = jnp.zeros(0)
-    rng = np.random.default_rng(1)
-    X = jnp.asarray(rng.standard_normal((6, 6)))
-    U = jnp.asarray(rng.standard_normal((6, 2)))
-    ts = jnp.asarray(rng.uniform(0, 5, 6))
-    F = jax.jit(jax.vmap(lambda t, x, u: nlp.field(t, x, u, shared)))(ts, X, U)
+    ts, X, U, F = _field_at_random_points(nlp, seed=1)
     for t, x, u, f in zip(ts, X, U, F, strict=True):
         q, v, mu = x[:3], x[3:5], x[5:]
         S = knife_basis(t, q, None)
