@@ -326,21 +326,27 @@ def _primitives(jaxpr) -> set[str]:
     return out
 
 
-@pytest.mark.parametrize("n, m", [(1, 1), (3, 1), (4, 2), (7, 2), (10, 5), (12, 4), (14, 4)])
-def test_small_saddle_systems_solved_by_written_out_substitutions_match_numpy(n, m):
-    # Up to 16 x 16 the KKT solves are substitutions in jax.numpy (no LAPACK triangular solve
-    # is traced), above it LAPACK's: either way the answer, its gradient under jit and vmap,
-    # and a projection equal the Schur-complement reference and central differences.
+@pytest.mark.parametrize("solver", [cx.KKT(), cx.UdwadiaKalaba()], ids=lambda s: type(s).__name__)
+@pytest.mark.parametrize(
+    "n, m", [(1, 1), (3, 1), (4, 2), (7, 2), (10, 5), (12, 4), (14, 4), (17, 2)]
+)
+def test_small_saddle_systems_solved_by_written_out_substitutions_match_numpy(solver, n, m):
+    # Up to 16 x 16 the triangular solves of the factors (KKT's LU of the saddle matrix;
+    # UdwadiaKalaba's Cholesky factor of the n x n augmented mass matrix) are substitutions
+    # in jax.numpy (no LAPACK triangular solve is traced), above it LAPACK's (whose batched
+    # form can deadlock jaxlib 0.10's CPU thread pool: docs page "Sharp bits"): either way
+    # the answer, its gradient under jit and vmap, and a projection equal the
+    # Schur-complement reference and central differences.
     from constrax._solve import SUBSTITUTION_MAX_SIZE
 
     W, A, f, b = _random_system(n + 10 * m, n, m)
-    solver = cx.KKT()
 
     def solve(W, A, f, b):
         return solver.solve(solver.factor(W, A), f, b)
 
+    size = n + m if isinstance(solver, cx.KKT) else n
     prims = _primitives(jax.make_jaxpr(solve)(W, A, f, b).jaxpr)
-    assert ("triangular_solve" in prims) == (n + m > SUBSTITUTION_MAX_SIZE), prims
+    assert ("triangular_solve" in prims) == (size > SUBSTITUTION_MAX_SIZE), prims
     qdd, lam = jax.jit(solve)(W, A, f, b)
     qdd_ref, lam_ref = _reference(W, A, f, b)
     np.testing.assert_allclose(qdd, qdd_ref, rtol=1e-12, atol=1e-12)

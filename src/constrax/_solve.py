@@ -146,10 +146,12 @@ class _KKTState(eqx.Module):
     unit_pivots_if_singular: bool = eqx.field(static=True, default=False)
 
 
-# Saddle matrices up to this size are solved with the forward and back substitutions
-# written out in `jax.numpy` (`substitution_solve`), which XLA fuses, instead of LAPACK's
-# triangular solves, whose fixed cost per call dominates a small matrix and, under `vmap`,
-# is paid for every element of a batch. The equations traced grow with the size (three per
+# Triangular factors up to this size (`KKT`'s LU of the saddle matrix, `UdwadiaKalaba`'s
+# Cholesky factor) are solved with the forward and back substitutions written out in
+# `jax.numpy` (`substitution_solve`, `triangular_solve`), which XLA fuses, instead of
+# LAPACK's triangular solves, whose fixed cost per call dominates a small matrix and, under
+# `vmap`, is paid for every element of a batch (and which can deadlock jaxlib 0.10's CPU
+# thread pool: `triangular_solve`). The equations traced grow with the size (three per
 # unknown and solve); at 15 x 15 the LU and two solves take 0.8-1.2x LAPACK's time across
 # runs, and the 5-link chain's batched rollout about 0.8x (one A/B run):
 # `benchmarks/field_cost.py`; docs/concepts/stabilisation.md, "Where one evaluation's
@@ -159,17 +161,36 @@ SUBSTITUTION_MAX_SIZE = 16
 
 def _substitute(T, b, *, lower: bool):
     r"""$x$ with $Tx = b$ for the lower (or upper) triangle of `T`, whose diagonal is taken
-    to be ones: column by column, each unknown found is eliminated from the rest of `b` by
-    one vector operation (three equations per column: `b` is kept as a column and the
-    columns of `T` are split off in one; the entries above (below) `T`'s diagonal are not
-    read)."""
+    to be ones, and `b` a vector `(n,)` or a matrix `(n, k)`: column by column, each unknown
+    found is eliminated from the rest of `b` by one array operation (three equations per
+    column: the columns of `T` are split off in one; the entries above (below) `T`'s
+    diagonal are not read)."""
     n = b.shape[0]
     strict = T * (np.tri(n, k=-1) if lower else np.tri(n, k=-1).T).astype(T.dtype)
     columns = jnp.split(strict, n, axis=1)
-    b = b[:, None]
+    x = b[:, None] if b.ndim == 1 else b
+    k = x.shape[1]
     for j in range(n - 1) if lower else range(n - 1, 0, -1):
-        b = b - jax.lax.slice(b, (j, 0), (j + 1, 1)) * columns[j]
-    return b[:, 0]
+        x = x - jax.lax.slice(x, (j, 0), (j + 1, k)) * columns[j]
+    return x[:, 0] if b.ndim == 1 else x
+
+
+def triangular_solve(T, b, *, lower: bool):
+    r"""$T^{-1}b$ for the lower (or upper) triangle of `T` and `b` `(n,)` or `(n, k)`: for
+    `T` up to `SUBSTITUTION_MAX_SIZE`, `_substitute` on $TD^{-1}$ (lower) or $D^{-1}T$
+    (upper), $D$ the diagonal, whose diagonal is ones; LAPACK's otherwise.
+
+    Besides its fixed cost per call, LAPACK's batched triangular solve in jaxlib 0.10 splits
+    a large enough batch into tasks on XLA's CPU thread pool and waits for them on a pool
+    thread: programs with as many concurrent such solves as the pool has threads deadlock
+    (docs page "Sharp bits", "A compiled program that never returns")."""
+    if T.shape[0] > SUBSTITUTION_MAX_SIZE:
+        return jsl.solve_triangular(T, b, lower=lower)
+    d = jnp.diagonal(T)
+    scale = d if b.ndim == 1 else d[:, None]
+    if lower:
+        return _substitute(T / d[None, :], b, lower=True) / scale
+    return _substitute(T / d[:, None], b / scale, lower=False)
 
 
 def substitution_solve(lu, perm, r, d=None):
@@ -259,6 +280,7 @@ class KKT(AbstractConstraintSolver):
 
 class _UKState(eqx.Module):
     L: Array  # Cholesky factor of W + kappa A^T A
+    Linv: Array  # its inverse (`triangular_solve` of the identity): the solves are products
     A: Array
     kappa: Array
     Bpinv: Array  # (n, m) pseudoinverse of B = A L^{-T}
@@ -303,21 +325,22 @@ class UdwadiaKalaba(AbstractConstraintSolver):
         L = jnp.linalg.cholesky(Wa)
         if self.throw:
             L = checked(L, _cholesky_failed(L), _SINGULAR_MASS)
+        Linv = triangular_solve(L, jnp.eye(n, dtype=W.dtype), lower=True)
         if m == 0:
             B = jnp.zeros((0, n), W.dtype)
             Bpinv = jnp.zeros((n, 0), W.dtype)
         else:
-            B = jsl.solve_triangular(L, A.T, lower=True).T  # A L^{-T}
+            B = A @ Linv.T  # A L^{-T}
             rtol = rank_rtol(W.dtype) if self.rtol is None else self.rtol
             Bpinv = jnp.linalg.pinv(B, rtol=rtol)
-        return _UKState(L, A, kappa, Bpinv, B)
+        return _UKState(L, Linv, A, kappa, Bpinv, B)
 
     def _lt_solve(self, state, y):  # L^{-T} y
-        return jsl.solve_triangular(state.L.T, y, lower=False)
+        return state.Linv.T @ y
 
     def solve(self, state, f, b, consistency_rtol=None):
         fa = f + state.kappa * (state.A.T @ b)
-        a = jsl.cho_solve((state.L, True), fa)
+        a = self._lt_solve(state, state.Linv @ fa)  # Wa^{-1} fa
         y = state.Bpinv @ (b - state.A @ a)
         qdd = a + self._lt_solve(state, y)
         lam = state.Bpinv.T @ y

@@ -26,12 +26,12 @@ from collections.abc import Callable
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, Float
 
 from .._dynamics import _step
 from .._prescriptions import prescribed_terms
+from .._solve import triangular_solve
 from .._terms import generalized_force, position_residual, stacked_residual
 
 # Up to this size `spd_solve` unrolls the Cholesky factorisation into scalar operations.
@@ -44,7 +44,9 @@ def spd_solve(A: Float[Array, "k k"], b: Float[Array, " k"]) -> Float[Array, " k
 
     Up to $k = $ `SMALL_SPD` the factorisation and the two triangular solves are written
     out in scalar operations, which XLA fuses across a `vmap`; above, LAPACK's
-    (`jax.scipy.linalg.cho_factor` / `cho_solve`). On a transcription's batched $2\times2$
+    factorisation and the library's triangular solves (`constrax._solve.triangular_solve`:
+    written out up to 16 x 16, which also keeps them off jaxlib 0.10's parallel LAPACK
+    path, docs page "Sharp bits"). On a transcription's batched $2\times2$
     systems (Maggi's equations of the knife edge at 51 nodes) LAPACK's calls cost more than
     the arithmetic: the parking program's values, first derivatives and Hessian take
     46 / 142 / 212 µs a call unrolled against 78 / 240 / 340 µs (2-core Intel Xeon,
@@ -52,7 +54,8 @@ def spd_solve(A: Float[Array, "k k"], b: Float[Array, " k"]) -> Float[Array, " k
     gives NaN either way (the square root of a negative pivot)."""
     k = A.shape[0]
     if k > SMALL_SPD:
-        return jsl.cho_solve(jsl.cho_factor(A), b)
+        L = jnp.linalg.cholesky(A)
+        return triangular_solve(L.T, triangular_solve(L, b, lower=True), lower=False)
     L = [[None] * k for _ in range(k)]
     for j in range(k):
         L[j][j] = jnp.sqrt(A[j, j] - sum(L[j][m] ** 2 for m in range(j)))
