@@ -373,3 +373,28 @@ def test_small_saddle_systems_solved_by_written_out_substitutions_match_numpy(so
     r = jnp.linspace(-1.0, 1.0, m)
     delta = solver.project(solver.factor(W, A), r)
     np.testing.assert_allclose(A @ delta, r, rtol=1e-12, atol=1e-12)
+
+
+def test_default_solver_programs_trace_no_lapack_triangular_solve_on_small_systems():
+    # jaxlib 0.10's batched LAPACK triangular solve can deadlock XLA's CPU thread pool
+    # (docs page "Sharp bits", "A compiled program that never returns"): the default
+    # solver's accelerations of the snake cart (both branches of `AutoSolver`), a batch of
+    # their state Jacobians, their gradient and those of `UdwadiaKalaba` trace none.
+    model = cx.models.snake_cart()
+    qs = jnp.stack([model.q0, model.q0 + 0.1])
+    qds = jnp.stack([model.qd0, model.qd0 + 0.2])
+    for solver in (cx.AutoSolver(), cx.UdwadiaKalaba()):
+
+        def qdd(q, qd, solver=solver):
+            return cx.accelerations(
+                model.system, 0.0, q, qd, model.params, constraint_solver=solver
+            ).qdd
+
+        programs = {
+            "accelerations": (qdd, (model.q0, model.qd0)),
+            "vmap(jacfwd)": (jax.vmap(jax.jacfwd(qdd, argnums=(0, 1))), (qs, qds)),
+            "grad": (jax.grad(lambda q, qd: jnp.sum(qdd(q, qd) ** 2)), (model.q0, model.qd0)),
+        }
+        for name, (fn, args) in programs.items():
+            prims = _primitives(jax.make_jaxpr(fn)(*args).jaxpr)
+            assert "triangular_solve" not in prims, (type(solver).__name__, name)

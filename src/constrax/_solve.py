@@ -193,6 +193,26 @@ def triangular_solve(T, b, *, lower: bool):
     return _substitute(T / d[:, None], b / scale, lower=False)
 
 
+@jax.custom_jvp
+def cholesky(A):
+    r"""The lower Cholesky factor $L$ of `A` (LAPACK's), differentiated by
+    $\dot L = L\,\Phi(L^{-1}\dot A L^{-\top})$ with $\Phi$ the lower triangle and half the
+    diagonal (Murray, "Differentiation of the Cholesky decomposition", 2016), its triangular
+    solves by `triangular_solve`: `jnp.linalg.cholesky`'s own rule calls LAPACK's, batched
+    over the tangents under `jax.jacfwd` (docs page "Sharp bits", "A compiled program that
+    never returns")."""
+    return jnp.linalg.cholesky(A)
+
+
+@cholesky.defjvp
+def _cholesky_jvp(primals, tangents):
+    (A,), (dA,) = primals, tangents
+    L = cholesky(A)
+    Linv = triangular_solve(L, jnp.eye(A.shape[0], dtype=A.dtype), lower=True)
+    X = Linv @ (0.5 * (dA + dA.T)) @ Linv.T
+    return L, L @ (jnp.tril(X) - 0.5 * jnp.diag(jnp.diagonal(X)))
+
+
 def substitution_solve(lu, perm, r, d=None):
     r"""$K^{-1}r$ from $PK = LU$ (`jax.lax.linalg.lu`'s `lu` and `permutation`):
     $Ly = Pr$, then $D^{-1}Ux = D^{-1}y$ ($D$ the diagonal of $U$, or `d`), by
@@ -322,7 +342,7 @@ class UdwadiaKalaba(AbstractConstraintSolver):
                 jnp.trace(W) / jnp.maximum(jnp.sum(A * A), jnp.finfo(W.dtype).tiny)
             )
             Wa = W + kappa * (A.T @ A)
-        L = jnp.linalg.cholesky(Wa)
+        L = cholesky(Wa)
         if self.throw:
             L = checked(L, _cholesky_failed(L), _SINGULAR_MASS)
         Linv = triangular_solve(L, jnp.eye(n, dtype=W.dtype), lower=True)
