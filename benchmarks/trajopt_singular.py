@@ -106,6 +106,7 @@ def solve(problem, guess, N, velocity_basis=None) -> dict:
     return dict(
         status=sol.status,
         success=bool(sol.success),
+        message=sol.message,
         iterations=int(sol.iterations),
         objective=float(sol.objective),
         crossings=crossings(phi),
@@ -165,6 +166,12 @@ def main():
             f"| {r['terminal_error']:.1e} | {r['min_abs_cos_phi']:.1e} | {replay} "
             f"| {r['wall_s']:.1f} |"
         )
+    lines += ["", "IPOPT's messages of the unsuccessful solves:", ""]
+    lines += [
+        f"- N = {r['N']}, {r['constraint_solver']}: {r['message']}"
+        for r in rows
+        if "message" in r and not r["success"]
+    ]
     report = "\n".join(lines) + "\n"
     print(report)
     result = dict(machine=machine, reference=reference, rows=rows)

@@ -1,7 +1,8 @@
 """IPOPT's C interface as `cx.fit.IPOPT` drives it (`constrax/fit/_ipopt_c.py`): the values
 go through numpy views of IPOPT's memory, so these tests check what such a driver can get
 wrong: the optimum of a published problem, every callback's array read and written whole,
-an exception in a callback, a refused option, a stop asked for, a warm start."""
+an exception in a callback, an evaluation error at a trial point, a refused option, a stop
+asked for, a warm start."""
 
 import ctypes.util
 from pathlib import Path
@@ -116,6 +117,37 @@ class Failing(HS071):
 def test_an_exception_in_a_callback_ends_the_solve_and_is_raised_again():
     with pytest.raises(KeyError, match="the Hessian's own error"):
         solve(Failing())
+
+
+class FailingAtTheFirstTrialPoint(HS071):
+    """Its constraints cannot be evaluated at the first point IPOPT tries after the start."""
+
+    def __init__(self, recoverable: bool):
+        super().__init__()
+        self.calls, self.errors = 0, []
+        if recoverable:
+            self.evaluation_error = lambda z, e: self.errors.append((z.copy(), e)) is None
+
+    def constraints(self, x):
+        self.calls += 1
+        if self.calls == 2:
+            raise FloatingPointError("no value here")
+        return super().constraints(x)
+
+
+def test_an_evaluation_error_at_a_trial_point_makes_ipopt_step_back():
+    """Where `evaluation_error` says so, a failed evaluation of the constraints is reported
+    to IPOPT as an evaluation error: it cuts its step back and reaches the optimum; without
+    it the exception ends the solve."""
+    problem = FailingAtTheFirstTrialPoint(recoverable=True)
+    x, _, status, _ = solve(problem)
+    assert status == 0
+    np.testing.assert_allclose(x, X_STAR, atol=1e-6)
+    [(z, error)] = problem.errors
+    assert isinstance(error, FloatingPointError)
+    assert not np.allclose(z, [1.0, 5.0, 5.0, 1.0])  # a trial point, not the start
+    with pytest.raises(FloatingPointError, match="no value here"):
+        solve(FailingAtTheFirstTrialPoint(recoverable=False))
 
 
 class Stopping(HS071):

@@ -493,6 +493,55 @@ def test_bad_problem_arguments_raise_naming_the_argument(kw, match):
         parking(**kw)
 
 
+def test_dynamics_that_fail_at_a_trial_point_make_ipopt_step_back_and_at_the_start_raise():
+    """The vakonomic knife edge by multiple shooting: IPOPT's first step overflows the
+    integration of a segment, where the saddle-point solve's check fails. IPOPT is told the
+    evaluation failed and cuts its step back; a run that then ends unsolved (one iteration
+    allowed) says so, naming the check. The same check failing at the starting point raises,
+    naming it."""
+    problem = parking(prescription=cx.Vakonomic(), mu0=jnp.zeros(1))
+    transcription = fit.DirectMultipleShooting(4, 1)
+    sol = fit.solve_optimal_control(
+        problem, transcription=transcription, solver=fit.IPOPT(max_iter=1)
+    )
+    assert not sol.success and sol.status == "maximum_iterations_exceeded"
+    assert "could not be evaluated at 1 trial point(s)" in sol.message
+    assert "saddle-point matrix" in sol.message
+    huge = lambda t: (jnp.zeros(3), jnp.full(3, 1e160), jnp.zeros(2))  # noqa: E731
+    with pytest.raises(RuntimeError, match="failed at the starting point: constrax: the saddle"):
+        fit.solve_optimal_control(problem, huge, transcription=transcription)
+
+
+def test_iterates_stuck_against_points_where_the_dynamics_fail_stop_unsolved_saying_so():
+    """A particle drawn towards x = 2 by its cost, behind a wall at x = 1 where its Pfaffian
+    row vanishes (for x >= 1 the saddle matrix under `cx.KKT()` is singular): IPOPT steps
+    back from every trial point beyond the wall, the iterates press against it, and after
+    10 consecutive iterations that stepped back the solve stops, unsolved, with its own
+    status and the check named, at iterates that stayed behind the wall."""
+    wall = cx.Pfaffian(lambda t, q, p: jnp.array([0.0, jnp.maximum(1.0 - q[0], 0.0)]))
+    system = cx.System(
+        lambda t, q, qd, p: 0.5 * qd @ qd,
+        [wall],
+        force=lambda t, q, qd, p: jnp.array([p["u"][0], 0.0]),
+    )
+    problem = fit.OptimalControlProblem(
+        system,
+        {"u": jnp.zeros(1)},
+        control=lambda p: p["u"],
+        t1=2.0,
+        q0=jnp.zeros(2),
+        qd0=jnp.zeros(2),
+        running_cost=lambda t, q, qd, u, p: u @ u + 10.0 * (q[0] - 2.0) ** 2,
+        constraint_solver=cx.KKT(),
+    )
+    sol = fit.solve_optimal_control(problem, transcription=fit.Trapezoidal(10))
+    assert not sol.success
+    assert sol.status == "dynamics_not_evaluable"
+    assert "stepped back in 10 consecutive iterations" in sol.message
+    assert "saddle-point matrix" in sol.message
+    assert 0.9 < float(jnp.max(sol.q[:, 0])) < 1.0
+
+
 def test_bad_solve_arguments_raise_naming_the_argument():
     problem = parking()
     with pytest.raises(TypeError, match="guess"):
@@ -553,8 +602,9 @@ def test_snake_cart_steered_through_two_singular_crossings_with_less_effort():
 def test_a_failed_check_inside_the_solve_names_the_iteration_and_the_check(caplog):
     """Under `cx.KKT()` a node on the snake cart's singular configuration (φ = π/2, where
     the wheel rows coincide) makes the saddle matrix singular inside IPOPT's first
-    evaluation: the error says so in one line, not XLA's wrapped callback traceback, and
-    JAX does not log that traceback for each failing callback either."""
+    evaluation, at the starting point: the error says so in one line, not XLA's wrapped
+    callback traceback, and JAX does not log that traceback for each failing callback
+    either."""
     model = models.snake_cart()
     force = lambda t, q, qd, p: jnp.stack([0 * t, 0 * t, 0 * t, p["u"][0]])
     system = cx.System(model.system.lagrangian, model.system.constraints, force=force)
@@ -571,6 +621,6 @@ def test_a_failed_check_inside_the_solve_names_the_iteration_and_the_check(caplo
     )
     singular = jnp.array([0.0, 0.0, 0.0, np.pi / 2])
     guess = lambda t: (q0 + t * (singular - q0), jnp.zeros(4), jnp.zeros(1))
-    with pytest.raises(RuntimeError, match=r"failed at iteration 0.*saddle-point matrix"):
+    with pytest.raises(RuntimeError, match=r"failed at the starting point: constrax: the saddle"):
         fit.solve_optimal_control(problem, guess, transcription=fit.HermiteSimpson(4))
     assert not [r for r in caplog.records if "callback failed" in r.getMessage()]

@@ -60,6 +60,15 @@ _STATUS = {
 }
 
 
+# A solve stops when the dynamics could not be evaluated at trial points of this many
+# consecutive iterations: the iterates keep running into a region where the dynamics are
+# not defined (e.g. a singular configuration under `cx.KKT()`), and IPOPT's step-backs
+# leave them there (`benchmarks/trajopt_singular.py`'s snake cart under `cx.KKT()` on 80
+# intervals, before this stop existed: 43 failed trial points in every iteration from the
+# 219th to the 400th).
+STEP_BACK_ITERATIONS = 10
+
+
 class NLPResult(NamedTuple):
     """What an NLP solver returns (solver-agnostic)."""
 
@@ -105,6 +114,15 @@ class IPOPT(eqx.Module):
       (e.g. the `libipopt.so` CasADi bundles: IPOPT 3.14.19 and MUMPS 5.8, as fast as
       `cyipopt-wheels`' 3.14.11 and MUMPS 5.5 on parking and 18 % faster on the cart-pole
       of `benchmarks/trajopt_sparsity.py`). `None` (default): `cyipopt`'s.
+
+    Where one of the library's checks of the dynamics fails at a trial point of IPOPT's
+    line search (e.g. a singular saddle-point matrix under `cx.KKT()`, or a non-finite
+    state after a long step), IPOPT is told the evaluation failed and cuts its step back;
+    the message of an unsolved run says at how many trial points, naming the last check.
+    If that happens in 10 consecutive iterations the solve stops with status
+    `"dynamics_not_evaluable"`: the iterates keep running into that region. At the
+    starting point, and in the derivatives at an accepted iterate, a failed check raises
+    (docs page "Trajectory optimisation").
 
     **Example:** `cx.fit.IPOPT(tol=1e-8, max_iter=500, options={"linear_solver": "mumps"})`
     """
@@ -190,9 +208,28 @@ class IPOPT(eqx.Module):
         evaluator.use(structure)
         bar = _progress(progress, self.max_iter)
         count = [0]
+        # Consecutive iterations whose line search met a failed check, and the number of
+        # failed checks at the last iteration.
+        streak = [0, 0]
+        # The dynamics' checks that failed at trial points, as messages: IPOPT is told the
+        # evaluation failed and steps back (a step that left the region where the
+        # dynamics are defined). At the starting point (IPOPT's first evaluation, of z0
+        # moved inside its bounds) one raises.
+        trial_errors: list[str] = []
+
+        def evaluation_error(z, error):
+            message = _check_message(error)
+            if message is None or not evaluator.evaluated:
+                return False
+            trial_errors.append(message)
+            return True
 
         def intermediate(it, obj, inf_pr):
             count[0] = it
+            streak[0] = streak[0] + 1 if len(trial_errors) > streak[1] else 0
+            streak[1] = len(trial_errors)
+            if streak[0] >= STEP_BACK_ITERATIONS:
+                return False  # stuck against points where the dynamics are not defined
             if evaluator.violation is not None:
                 return False  # a dropped entry is not zero: stop, solve again on the blocks
             if bar is not None:
@@ -209,6 +246,7 @@ class IPOPT(eqx.Module):
             jacobian=evaluator.jacobian,
             hessian=evaluator.hessian,
             intermediate=intermediate,
+            evaluation_error=evaluation_error,
         )
         options = {
             "tol": float(self.tol),
@@ -250,6 +288,15 @@ class IPOPT(eqx.Module):
             if bar is not None:
                 bar.close()
         status, msg = _STATUS.get(code, (f"ipopt_status_{code}", f"IPOPT returned status {code}"))
+        if streak[0] >= STEP_BACK_ITERATIONS and code == 5:
+            status = "dynamics_not_evaluable"
+            n = STEP_BACK_ITERATIONS
+            msg = f"Stopped: the line search stepped back in {n} consecutive iterations."
+        if trial_errors and code != 0:
+            msg = msg.rstrip(".") + (
+                f"; the dynamics could not be evaluated at {len(trial_errors)} trial "
+                f"point(s) IPOPT stepped back from, the last: {trial_errors[-1]}"
+            )
         return NLPResult(
             z=z,
             status=status,
@@ -348,6 +395,11 @@ class _Evaluator:
 
     def _z(self, z) -> np.ndarray:
         return np.ascontiguousarray(z, dtype=self._dtype)
+
+    @property
+    def evaluated(self) -> bool:
+        """Whether the objective and constraints have been evaluated at some point."""
+        return self._last["values"] is not None
 
     def _pair(self, name: str, z):
         z = self._z(z)
@@ -474,16 +526,24 @@ def _quiet_failed_checks():
         logger.removeFilter(check)
 
 
-def _evaluation_error(error: Exception, iteration: int) -> RuntimeError | None:
-    """A check of the dynamics that failed inside one of IPOPT's callbacks (raised by
-    `equinox.error_if` in the compiled program, so wrapped in XLA's runtime error and
-    its traceback) as a `RuntimeError` that says so in a line; `None` for other errors."""
+def _check_message(error: BaseException) -> str | None:
+    """The message of a check of the dynamics that failed inside one of IPOPT's callbacks
+    (raised by `equinox.error_if` in the compiled program, so wrapped in XLA's runtime error
+    and its traceback), in a line; `None` for other errors."""
     text = str(error)
     start = text.find("constrax:")
     if start < 0:
         return None
-    message = text[start:].splitlines()[0]
-    return RuntimeError(
-        f"cx.fit.IPOPT: evaluating the NLP failed at iteration {iteration}, at a point the "
-        f"solver stepped to (not the guess unless iteration 0): {message}"
-    )
+    return text[start:].splitlines()[0]
+
+
+def _evaluation_error(error: Exception, iteration: int) -> RuntimeError | None:
+    """A failed check of the dynamics (`_check_message`) that stopped the solve, as a
+    `RuntimeError` that says so in a line; `None` for other errors. It stops the solve at
+    the starting point, or in the derivatives at an accepted iterate; at a trial point of
+    the line search IPOPT steps back instead (`IPOPT._run`)."""
+    message = _check_message(error)
+    if message is None:
+        return None
+    where = "the starting point" if iteration == 0 else f"the iterate of iteration {iteration}"
+    return RuntimeError(f"cx.fit.IPOPT: evaluating the NLP failed at {where}: {message}")

@@ -104,6 +104,11 @@ class Callbacks(Protocol):
     def intermediate(self, iteration: int, objective: float, inf_pr: float) -> bool:
         """Once per iteration; `False` stops the solve."""
 
+    def evaluation_error(self, z: np.ndarray, error: BaseException) -> bool:
+        """Optional: whether `error`, raised by `objective` or `constraints` at `z`, is an
+        evaluation error of a trial point (reported to IPOPT, which then cuts its step
+        back) rather than a failure that stops the solve."""
+
 
 def _options(lib, problem, options: dict, optional: frozenset = frozenset()) -> None:
     """Set `options` on `problem`; a refused option raises, unless its name is in
@@ -149,7 +154,9 @@ def solve(
     of `library(library_path)`; the names in `optional` are options IPOPT may refuse
     (`_options`). An exception raised by a callback stops the solve (the
     callback reports a failed evaluation and the next iteration stops) and is raised again
-    here."""
+    here, unless `callbacks.evaluation_error` says it is an evaluation error of a trial
+    point (the objective or the constraints only): IPOPT is then told the evaluation failed,
+    and cuts its step back."""
     lib = library(library_path)
     f64 = lambda a: np.ascontiguousarray(a, np.float64)  # noqa: E731
     lo, hi, cl, cu = f64(lo), f64(hi), f64(cl), f64(cu)
@@ -157,14 +164,17 @@ def solve(
     hr, hc = (np.ascontiguousarray(a, np.intc) for a in hessian_structure)
     failed: list[BaseException] = []
 
-    def guarded(fn):
+    evaluation_error = getattr(callbacks, "evaluation_error", None)
+
+    def guarded(fn, trial: bool = False):
         def call(*args):
             if failed:
                 return False
             try:
                 fn(*args)
             except BaseException as e:  # noqa: BLE001 (raised again after the solve)
-                failed.append(e)
+                if not (trial and evaluation_error and evaluation_error(_view(args[1], n), e)):
+                    failed.append(e)
                 return False
             return True
 
@@ -202,8 +212,8 @@ def solve(
 
     # Kept referenced until IPOPT returns: ctypes frees a callback with its Python object.
     c_callbacks = (
-        _EVAL_F(guarded(eval_f)),
-        _EVAL_G(guarded(eval_g)),
+        _EVAL_F(guarded(eval_f, trial=True)),
+        _EVAL_G(guarded(eval_g, trial=True)),
         _EVAL_GRAD_F(guarded(eval_grad_f)),
         _EVAL_JAC_G(guarded(eval_jac_g)),
         _EVAL_H(guarded(eval_h)),
