@@ -1,8 +1,10 @@
 r"""Trajectory optimisation: constrax (`cx.fit.HermiteSimpson` or `cx.fit.Trapezoidal` +
-`cx.fit.IPOPT`) against CasADi + IPOPT (`casadi.Opti`, trapezoidal collocation, equations
-typed in by hand). constrax's trapezoidal rows are the like-for-like ones: the same
-transcription on the same grid (on the cart-pole, whose coordinates are the same on both
-sides, the same discrete problem: the optima agree to the digits printed).
+`cx.fit.IPOPT`) against CasADi + IPOPT (`casadi.Opti`, trapezoidal and Hermite–Simpson
+collocation, equations typed in by hand). Like for like means the same transcription on
+the same grid: constrax's trapezoidal rows against CasADi's trapezoid, its (default)
+Hermite–Simpson rows against CasADi's Hermite–Simpson (on the cart-pole, whose coordinates
+are the same on both sides, the same discrete problems: the optima agree to the digits
+printed).
 
 Usage (from the repository root):
 
@@ -36,15 +38,19 @@ Problems (docs page "Trajectory optimisation"):
 Both sides start from the same linear interpolation of the end states (velocities and
 controls zero) and run IPOPT (MUMPS) with the same options (`tol = 1e-9`,
 `constr_viol_tol = 1e-10`, `mu_strategy = adaptive`). constrax by default moves that guess
-by seeded relative noise of size `jitter = 1e-2` (`solve_optimal_control`); CasADi is run
-from the exact guess and from the same kind of perturbation (`1e-2 * max(1, |z|) * N(0, 1)`
-on the free node states and the controls, numpy seed 0).
+by seeded relative noise of size `jitter = 1e-2` (`solve_optimal_control`); CasADi's
+trapezoid is run from the exact guess and from the same kind of perturbation
+(`1e-2 * max(1, |z|) * N(0, 1)` on the free node states and the controls, numpy seed 0),
+its Hermite–Simpson from the perturbed guess (the midpoint states and controls moved too).
+At the end: interleaved pairs of solves (one process, alternating, 15 rounds) and a survey
+of 10 seeded starts.
 
 Per row: objective, IPOPT status and iterations, solve wall time (min and median over
 `--repeats` solves, after a first one: compile/build excluded), the largest constraint or
 bound violation, and the replay error: the controls (constrax: its piecewise-quadratic
-control, `sol.replay_error()`; CasADi: its node controls interpolated linearly) applied to
-`cx.simulate` of the constrained system (rtol = atol = 1e-10) from the first node, the
+control, `sol.replay_error()`; CasADi: its node controls interpolated linearly, or
+quadratically through the midpoint control for Hermite–Simpson) applied to
+`cx.simulate` of the constrained system (rtol = atol = 1e-12) from the first node, the
 largest difference from the node states. For constrax also the compile time of the three
 programs behind IPOPT's callbacks (objective and constraints; gradient and Jacobian values;
 Hessian values): trace + lower and XLA compile, each from cold caches
@@ -342,9 +348,8 @@ def casadi_parking_guess(N: int):
     """CasADi's perturbed parking guess (`run_casadi` with `perturb=1e-2`: the straight
     line, then `_perturb_casadi`) as a constrax guess `t -> (q, qd, u)` on its nodes
     (qd = S(q) v): the very starting point of CasADi's iterations."""
-    X0 = np.zeros((5, N + 1))
-    X0[:3] = np.outer(PARK_Q1, np.linspace(0.0, 1.0, N + 1))
-    X0, U0 = _perturb_casadi(X0, np.zeros((2, N + 1)), 1e-2, 0, (None, None), (None, None))
+    P = _casadi_program("parking", N)
+    X0, U0 = _perturb_casadi(P["X0"], P["U0"], 1e-2, 0, P["xb"], P["ub"])
 
     def guess(t):
         k = int(round(float(t) / PARK_T1 * N))
@@ -358,90 +363,131 @@ def casadi_parking_guess(N: int):
 # CasADi
 
 
-def _casadi_parking(N: int):
-    opti = ca.Opti()
-    X = opti.variable(5, N + 1)  # x, y, theta, v, omega
-    U = opti.variable(2, N + 1)
-    hstep = PARK_T1 / N
-
-    def f(x, u):
-        return ca.vertcat(
-            x[3] * ca.cos(x[2]), x[3] * ca.sin(x[2]), x[4], u[0] / KNIFE_M, u[1] / KNIFE_I
-        )
-
-    J = 0
-    for k in range(N):
-        opti.subject_to(
-            X[:, k + 1] == X[:, k] + hstep / 2 * (f(X[:, k], U[:, k]) + f(X[:, k + 1], U[:, k + 1]))
-        )
-        J += hstep / 2 * (ca.sumsqr(U[:, k]) + ca.sumsqr(U[:, k + 1]))
-    opti.subject_to(X[:, 0] == 0)
-    opti.subject_to(X[:, N] == ca.DM([*PARK_Q1, 0.0, 0.0]))
-    opti.minimize(J)
-    tau = np.linspace(0.0, 1.0, N + 1)
-    X0 = np.zeros((5, N + 1))
-    X0[:3] = np.outer(PARK_Q1, tau)
-    return opti, X, U, J, X0, np.zeros((2, N + 1)), (None, None), (None, None)
+HS = "hermite-simpson"
 
 
-def _casadi_cartpole(N: int):
+def _knife_f(x, u):
+    return ca.vertcat(
+        x[3] * ca.cos(x[2]), x[3] * ca.sin(x[2]), x[4], u[0] / KNIFE_M, u[1] / KNIFE_I
+    )
+
+
+def _cartpole_f(x, u):  # Kelly 2017, eqs. (6.1)-(6.2)
     m1, m2, l, g = CP["m1"], CP["m2"], CP["l"], CP["g"]
+    th, thd = x[1], x[3]
+    xdd = (l * m2 * ca.sin(th) * thd**2 + u[0] + m2 * g * ca.cos(th) * ca.sin(th)) / (
+        m1 + m2 * (1 - ca.cos(th) ** 2)
+    )
+    thdd = -(
+        l * m2 * ca.cos(th) * ca.sin(th) * thd**2 + u[0] * ca.cos(th) + (m1 + m2) * g * ca.sin(th)
+    ) / (l * m1 + l * m2 * (1 - ca.cos(th) ** 2))
+    return ca.vertcat(x[2], x[3], xdd, thdd)
+
+
+def _casadi_program(name: str, N: int, scheme: str = "trapezoidal"):
+    """CasADi's program: trapezoidal collocation (Kelly 2017, §3) or Hermite–Simpson in
+    separated form (§4: midpoint states and controls as variables, Simpson's quadrature),
+    as constrax's transcriptions of the same names. A dict: `opti`, the objective `J`, the
+    variables `X (nx, N+1)`, `U (nu, N+1)` [, `Xm (nx, N)`, `Um (nu, N)`], their straight-
+    line guesses `X0`, `U0` [, `Xm0`, `Um0`] and the bounds `xb` (on the leading states) and
+    `ub`."""
+    parking = name == "parking"
+    nx, nu, f = (5, 2, _knife_f) if parking else (4, 1, _cartpole_f)
+    T1 = PARK_T1 if parking else CP_T1
+    x1 = [*PARK_Q1, 0.0, 0.0] if parking else [1.0, np.pi, 0.0, 0.0]
     opti = ca.Opti()
-    X = opti.variable(4, N + 1)  # x, theta, xd, thetad
-    U = opti.variable(1, N + 1)
-    hstep = CP_T1 / N
-
-    def f(x, u):  # Kelly 2017, eqs. (6.1)-(6.2)
-        th, thd = x[1], x[3]
-        xdd = (l * m2 * ca.sin(th) * thd**2 + u + m2 * g * ca.cos(th) * ca.sin(th)) / (
-            m1 + m2 * (1 - ca.cos(th) ** 2)
-        )
-        thdd = -(
-            l * m2 * ca.cos(th) * ca.sin(th) * thd**2 + u * ca.cos(th) + (m1 + m2) * g * ca.sin(th)
-        ) / (l * m1 + l * m2 * (1 - ca.cos(th) ** 2))
-        return ca.vertcat(x[2], x[3], xdd, thdd)
-
+    X, U = opti.variable(nx, N + 1), opti.variable(nu, N + 1)
+    hs = scheme == HS
+    if hs:
+        Xm, Um = opti.variable(nx, N), opti.variable(nu, N)
+    h = T1 / N
     J = 0
     for k in range(N):
-        opti.subject_to(
-            X[:, k + 1] == X[:, k] + hstep / 2 * (f(X[:, k], U[k]) + f(X[:, k + 1], U[k + 1]))
-        )
-        J += hstep / 2 * (U[k] ** 2 + U[k + 1] ** 2)
+        f0, f1 = f(X[:, k], U[:, k]), f(X[:, k + 1], U[:, k + 1])
+        if hs:
+            fm = f(Xm[:, k], Um[:, k])
+            opti.subject_to(X[:, k + 1] == X[:, k] + h / 6 * (f0 + 4 * fm + f1))
+            opti.subject_to(Xm[:, k] == 0.5 * (X[:, k] + X[:, k + 1]) + h / 8 * (f0 - f1))
+            J += h / 6 * (ca.sumsqr(U[:, k]) + 4 * ca.sumsqr(Um[:, k]) + ca.sumsqr(U[:, k + 1]))
+        else:
+            opti.subject_to(X[:, k + 1] == X[:, k] + h / 2 * (f0 + f1))
+            J += h / 2 * (ca.sumsqr(U[:, k]) + ca.sumsqr(U[:, k + 1]))
     opti.subject_to(X[:, 0] == 0)
-    opti.subject_to(X[:, N] == ca.DM([1.0, np.pi, 0.0, 0.0]))
-    opti.subject_to(opti.bounded(-CP_UMAX, U, CP_UMAX))
-    opti.subject_to(opti.bounded(-CP_XMAX, X[0, :], CP_XMAX))
+    opti.subject_to(X[:, N] == ca.DM(x1))
+    xb, ub = (None, None), (None, None)
+    if not parking:
+        ub, xb = (-CP_UMAX, CP_UMAX), (np.array([-CP_XMAX]), np.array([CP_XMAX]))
+        for Uv, Xv in ((U, X), (Um, Xm)) if hs else ((U, X),):
+            opti.subject_to(opti.bounded(-CP_UMAX, Uv, CP_UMAX))
+            opti.subject_to(opti.bounded(-CP_XMAX, Xv[0, :], CP_XMAX))
     opti.minimize(J)
+
+    def line(tau):  # the positions along the straight line, the velocities zero
+        X0 = np.zeros((nx, tau.size))
+        npos = 3 if parking else 2
+        X0[:npos] = np.outer(x1[:npos], tau)
+        return X0
+
     tau = np.linspace(0.0, 1.0, N + 1)
-    X0 = np.zeros((4, N + 1))
-    X0[0], X0[1] = tau, np.pi * tau
-    xb = (np.array([-CP_XMAX]), np.array([CP_XMAX]))
-    return opti, X, U, J, X0, np.zeros((1, N + 1)), xb, (-CP_UMAX, CP_UMAX)
+    out = dict(opti=opti, J=J, X=X, U=U, X0=line(tau), U0=np.zeros((nu, N + 1)), xb=xb, ub=ub)
+    if hs:
+        out.update(Xm=Xm, Um=Um, Xm0=line(0.5 * (tau[:-1] + tau[1:])), Um0=np.zeros((nu, N)))
+    return out
 
 
-def _perturb_casadi(X0, U0, size, seed, xbounds, ubounds):
+def _perturb_casadi(X0, U0, size, seed, xbounds, ubounds, Xm0=None, Um0=None):
     """`size * max(1, |z|) * N(0, 1)` on the free node states (not the fixed first and last
-    node) and on the controls, clipped to the bounds (as `solve_optimal_control` does)."""
+    node), the controls and any midpoint states and controls (drawn after the others, so
+    the node draws are the trapezoid's), clipped to the bounds (as `solve_optimal_control`
+    does)."""
     rng = np.random.default_rng(seed)
-    X = X0 + size * np.maximum(1.0, np.abs(X0)) * rng.standard_normal(X0.shape)
+    move = lambda A: A + size * np.maximum(1.0, np.abs(A)) * rng.standard_normal(A.shape)  # noqa: E731
+    X = move(X0)
     X[:, 0], X[:, -1] = X0[:, 0], X0[:, -1]
-    U = U0 + size * np.maximum(1.0, np.abs(U0)) * rng.standard_normal(U0.shape)
-    if xbounds[0] is not None:
-        k = len(xbounds[0])
-        X[:k] = np.clip(X[:k], xbounds[0][:, None], xbounds[1][:, None])
+    U = move(U0)
+    mids = [move(A) for A in (Xm0, Um0) if A is not None]
+    for A in [X, *mids[:1]]:
+        if xbounds[0] is not None:
+            k = len(xbounds[0])
+            A[:k] = np.clip(A[:k], xbounds[0][:, None], xbounds[1][:, None])
     if ubounds[0] is not None:
         U = np.clip(U, *ubounds)
-    return X, U
+        mids[1:] = [np.clip(A, *ubounds) for A in mids[1:]]
+    return (X, U, *mids)
 
 
-def casadi_replay(name: str, ts, Xn, Un) -> float:
-    """The CasADi controls (linear between the nodes) applied to `cx.simulate` of the
-    constrained constrax system; the largest difference from the node states."""
+def _casadi_start(name: str, N: int, scheme: str, perturb: float | None, seed: int = 0):
+    """CasADi's program with its starting point set (the straight line, perturbed with
+    `seed` when `perturb`) and IPOPT as solver, the options of the constrax rows."""
+    P = _casadi_program(name, N, scheme)
+    hs = scheme == HS
+    start = (P["X0"], P["U0"], *((P["Xm0"], P["Um0"]) if hs else ()))
+    if perturb:
+        start = _perturb_casadi(*start[:2], perturb, seed, P["xb"], P["ub"], *start[2:])
+    for var, value in zip(("X", "U", "Xm", "Um"), start, strict=False):
+        P["opti"].set_initial(P[var], value)
+    P["opti"].solver(
+        "ipopt", {"print_time": False}, {"print_level": 0, "sb": "yes", **IPOPT_OPTIONS}
+    )
+    return P
+
+
+def casadi_replay(name: str, ts, Xn, Un, Um=None) -> float:
+    """The CasADi controls (linear between the nodes; with midpoint controls `Um`, the
+    quadratic through node, midpoint and node on each interval, as constrax's
+    Hermite–Simpson control) applied to `cx.simulate` of the constrained constrax system;
+    the largest difference from the node states."""
     ts = jnp.asarray(ts)
     Un = jnp.asarray(Un.T)  # (N+1, nu)
+    Um = None if Um is None else jnp.asarray(Um.T)  # (N, nu)
 
     def control(t):
-        return jnp.stack([jnp.interp(t, ts, Un[:, j]) for j in range(Un.shape[1])])
+        if Um is None:
+            return jnp.stack([jnp.interp(t, ts, Un[:, j]) for j in range(Un.shape[1])])
+        k = jnp.clip(jnp.searchsorted(ts, t, side="right") - 1, 0, ts.shape[0] - 2)
+        r = (t - ts[k]) / (ts[k + 1] - ts[k])
+        a, m, b = Un[k], Um[k], Un[k + 1]
+        return a * (2 * r - 1) * (r - 1) + m * 4 * r * (1 - r) + b * r * (2 * r - 1)
 
     if name == "parking":
         model = cx.models.knife_edge()
@@ -477,19 +523,12 @@ def casadi_replay(name: str, ts, Xn, Un) -> float:
     return float(np.abs(err).max())
 
 
-def run_casadi(name: str, N: int, repeats: int, perturb: float | None) -> dict:
-    build = _casadi_parking if name == "parking" else _casadi_cartpole
+def run_casadi(
+    name: str, N: int, repeats: int, perturb: float | None, scheme: str = "trapezoidal"
+) -> dict:
     t0 = time.perf_counter()
-    opti, X, U, J, X0, U0, xb, ub = build(N)
-    if perturb:
-        X0, U0 = _perturb_casadi(X0, U0, perturb, 0, xb, ub)
-    opti.set_initial(X, X0)
-    opti.set_initial(U, U0)
-    opti.solver(
-        "ipopt",
-        {"print_time": False},
-        {"print_level": 0, "sb": "yes", **IPOPT_OPTIONS},
-    )
+    P = _casadi_start(name, N, scheme, perturb)
+    opti, J, X, U = P["opti"], P["J"], P["X"], P["U"]
     build_s = time.perf_counter() - t0
     walls, first = [], None
     for i in range(repeats + 1):
@@ -510,13 +549,14 @@ def run_casadi(name: str, N: int, repeats: int, perturb: float | None) -> dict:
     ubg = np.asarray(opti.value(opti.ubg)).ravel()
     viol = float(np.max(np.maximum(np.maximum(lbg - g, g - ubg), 0.0)))
     Xn, Un = np.asarray(sol.value(X)), np.atleast_2d(np.asarray(sol.value(U)))
+    Um = np.atleast_2d(np.asarray(sol.value(P["Um"]))) if scheme == HS else None
     ts = np.linspace(0.0, PARK_T1 if name == "parking" else CP_T1, N + 1)
     finite = bool(np.all(np.isfinite(Xn)) and np.all(np.isfinite(Un)))
     return {
         "problem": name,
         "N": N,
-        "contender": "casadi",
-        "transcription": "trapezoidal"
+        "contender": "casadi" + (" (Hermite-Simpson)" if scheme == HS else ""),
+        "transcription": ("Hermite-Simpson (separated)" if scheme == HS else "trapezoidal")
         + (" (constraint eliminated by hand)" if name == "parking" else ""),
         "guess": f"linear + perturbation {perturb:g}" if perturb else "linear (exact)",
         "objective": float(sol.value(J)),
@@ -529,7 +569,7 @@ def run_casadi(name: str, N: int, repeats: int, perturb: float | None) -> dict:
         "first_solve_s": first,
         "build_s": build_s,
         "max_violation": viol,
-        "replay_error": casadi_replay(name, ts, Xn, Un) if finite else None,
+        "replay_error": casadi_replay(name, ts, Xn, Un, Um) if finite else None,
     }
 
 
@@ -649,22 +689,27 @@ def markdown(result: dict) -> str:
     if pairs:
         lines += [
             "",
-            "Like for like, interleaved: CasADi's parking program and constrax's trapezoid on "
-            "quasi-velocities (the same program, the same iterates) from CasADi's perturbed "
-            f"start, solved alternately {pairs[0]['rounds']} times each in one process; wall "
-            "time of a solve, minimum (median).",
+            "Like for like, interleaved: CasADi's parking program and constrax's on the same "
+            f"grid, solved alternately {pairs[0]['rounds']} times each in one process; wall "
+            "time of a solve, minimum (median), and the iterations (CasADi / constrax). "
+            "CasADi starts from its perturbed straight line (seed 0); constrax's trapezoid on "
+            "quasi-velocities from that very point (the same program: the same iterates), "
+            "its Hermite-Simpson rows from its own jittered default guess (seed 0).",
             "",
         ]
         rows = [
             [
                 r["N"],
+                r["pair"],
                 f"{r['casadi']['min_s']:.3f} ({r['casadi']['median_s']:.3f})",
                 f"{r['constrax']['min_s']:.3f} ({r['constrax']['median_s']:.3f})",
+                f"{r['casadi']['iterations']} / {r['constrax']['iterations']}",
                 f"{r['ratio_min']:.2f} ({r['ratio_median']:.2f})",
             ]
             for r in pairs
         ]
-        lines += md_table(["N", "casadi s", "constrax s", "constrax / casadi"], rows)
+        header = ["N", "programs", "casadi s", "constrax s", "iterations", "constrax / casadi"]
+        lines += md_table(header, rows)
     survey = result.get("survey")
     if survey:
         lines += [
@@ -672,8 +717,9 @@ def markdown(result: dict) -> str:
             f"Parking from {len(survey['seeds'])} seeded starts (seeds {survey['seeds'][0]}–"
             f"{survey['seeds'][-1]}: constrax's `jitter=1e-2` with `seed=`, CasADi's "
             "perturbation with the numpy seed): how many reach the optimum (objective "
-            f"within {survey['within']:.0%} of {survey['optimum']}, status solved), and the "
-            "objectives of the others (local minima or failures).",
+            f"within {survey['within']:.0%} of {survey['optimum']}, status solved), IPOPT's "
+            "iterations over all the starts, and the objectives of the others (local minima "
+            "or failures).",
             "",
         ]
         rows = [
@@ -681,39 +727,58 @@ def markdown(result: dict) -> str:
                 r["N"],
                 r["contender"],
                 f"{r['reached']} / {len(r['objectives'])}",
+                f"{statistics.median(r['iterations']):g} ({min(r['iterations'])}–"
+                f"{max(r['iterations'])})",
                 ", ".join(_g(o) for o, ok in zip(r["objectives"], r["ok"], strict=True) if not ok)
                 or "—",
             ]
             for r in survey["rows"]
         ]
-        lines += md_table(["N", "contender", "reached", "objectives of the others"], rows)
+        header = [
+            "N",
+            "contender",
+            "reached",
+            "iterations, median (range)",
+            "objectives of the others",
+        ]
+        lines += md_table(header, rows)
     lines.append("")
     return "\n".join(lines)
 
 
-def interleaved(problem, N: int, rounds: int = 15) -> dict | None:
-    """CasADi's parking program and constrax's trapezoid on quasi-velocities (the same
-    program) from CasADi's perturbed start, solved alternately `rounds` times each in one
-    process (the same iterates: a ratio of implementations, with the machine's load shared
-    alike); minimum and median wall times."""
+INTERLEAVED = (
+    # (label, CasADi's scheme, constrax's transcription, constrax from CasADi's start)
+    ("trapezoid on quasi-velocities, CasADi's start (the same program and iterates)",
+     "trapezoidal", lambda N: cx.fit.Trapezoidal(N, velocity_basis=knife_basis), True),
+    ("Hermite-Simpson, default coordinates (each from its own perturbed start)",
+     HS, lambda N: cx.fit.HermiteSimpson(N), False),
+    ("Hermite-Simpson on quasi-velocities (each from its own perturbed start)",
+     HS, lambda N: cx.fit.HermiteSimpson(N, velocity_basis=knife_basis), False),
+)  # fmt: skip
+
+
+def interleaved(problem, N: int, label, scheme, transcription, casadi_start, rounds=15):
+    """CasADi's parking program and constrax's, solved alternately `rounds` times each in
+    one process (the machine's load shared alike): minimum and median wall times and
+    iterations. CasADi from its perturbed start (seed 0); constrax from the same point
+    (`casadi_start`, the trapezoid on quasi-velocities: the same program, the same
+    iterates) or from its own jittered default guess (seed 0)."""
     if ca is None:
         return None
-    opti, X, U, J, X0, U0, xb, ub = _casadi_parking(N)
-    X0, U0 = _perturb_casadi(X0, U0, 1e-2, 0, xb, ub)
-    opti.set_initial(X, X0)
-    opti.set_initial(U, U0)
-    opti.solver("ipopt", {"print_time": False}, {"print_level": 0, "sb": "yes", **IPOPT_OPTIONS})
-    transcription = cx.fit.Trapezoidal(N, velocity_basis=knife_basis)
+    P = _casadi_start("parking", N, scheme, 1e-2)
+    transcription = transcription(N)
     solver = cx.fit.IPOPT(
         tol=IPOPT_OPTIONS["tol"], constr_viol_tol=IPOPT_OPTIONS["constr_viol_tol"]
     )
-    guess = casadi_parking_guess(N)
-    run = {
-        "casadi": opti.solve,
-        "constrax": lambda: cx.fit.solve_optimal_control(
+    guess = casadi_parking_guess(N) if casadi_start else None
+    sols = {}
+
+    def constrax_solve():
+        sols["constrax"] = cx.fit.solve_optimal_control(
             problem, guess, transcription=transcription, solver=solver
-        ),
-    }
+        )
+
+    run = {"casadi": P["opti"].solve, "constrax": constrax_solve}
     walls = {name: [] for name in run}
     for fn in run.values():
         fn()  # build / compile
@@ -722,9 +787,13 @@ def interleaved(problem, N: int, rounds: int = 15) -> dict | None:
             t0 = time.perf_counter()
             fn()
             walls[name].append(time.perf_counter() - t0)
-    out = {"N": N, "rounds": rounds}
+    out = {"N": N, "pair": label, "rounds": rounds}
     for name, w in walls.items():
         out[name] = {"min_s": min(w), "median_s": statistics.median(w)}
+    out["casadi"]["iterations"] = int(P["opti"].stats()["iter_count"])
+    out["casadi"]["objective"] = float(P["opti"].value(P["J"]))
+    out["constrax"]["iterations"] = int(sols["constrax"].iterations)
+    out["constrax"]["objective"] = float(sols["constrax"].objective)
     out["ratio_min"] = out["constrax"]["min_s"] / out["casadi"]["min_s"]
     out["ratio_median"] = out["constrax"]["median_s"] / out["casadi"]["median_s"]
     return out
@@ -751,29 +820,28 @@ def seed_survey(problem, seeds, within: float = 0.02) -> dict:
             ok = [s.success and abs(s.objective - optimum) <= within * optimum for s in sols]
             contender = _row("parking", N, transcription, 1e-2, sols[0], [0.0])["contender"]
             rows.append(
-                {"N": N, "contender": contender, "objectives": objs, "ok": ok, "reached": sum(ok)}
-            )
+                {"N": N, "contender": contender, "objectives": objs, "ok": ok, "reached": sum(ok),
+                 "iterations": [int(s.iterations) for s in sols]}
+            )  # fmt: skip
         if ca is None:
             continue
-        objs, ok = [], []
-        for k in seeds:
-            opti, X, U, J, X0, U0, xb, ub = _casadi_parking(N)
-            X0, U0 = _perturb_casadi(X0, U0, 1e-2, k, xb, ub)
-            opti.set_initial(X, X0)
-            opti.set_initial(U, U0)
-            opti.solver(
-                "ipopt", {"print_time": False}, {"print_level": 0, "sb": "yes", **IPOPT_OPTIONS}
-            )
-            try:
-                opti.solve()
-                solved = True
-            except RuntimeError:
-                solved = False
-            objs.append(float(opti.debug.value(J)))
-            ok.append(solved and abs(objs[-1] - optimum) <= within * optimum)
-        rows.append(
-            {"N": N, "contender": "casadi", "objectives": objs, "ok": ok, "reached": sum(ok)}
-        )
+        for scheme in ("trapezoidal", HS):
+            objs, ok, its = [], [], []
+            for k in seeds:
+                P = _casadi_start("parking", N, scheme, 1e-2, seed=k)
+                try:
+                    P["opti"].solve()
+                    solved = True
+                except RuntimeError:
+                    solved = False
+                objs.append(float(P["opti"].debug.value(P["J"])))
+                ok.append(solved and abs(objs[-1] - optimum) <= within * optimum)
+                its.append(int(P["opti"].stats()["iter_count"]))
+            contender = "casadi" + (" (Hermite-Simpson)" if scheme == HS else "")
+            rows.append(
+                {"N": N, "contender": contender, "objectives": objs, "ok": ok, "reached": sum(ok),
+                 "iterations": its}
+            )  # fmt: skip
     return {"seeds": list(seeds), "optimum": optimum, "within": within, "rows": rows}
 
 
@@ -849,6 +917,8 @@ def main(argv=None) -> None:
                     )
                     break
                 log(run_casadi(name, N, R, perturb))
+            if ca is not None:  # like for like with constrax's default transcription
+                log(run_casadi(name, N, R, 1e-2, scheme=HS))
     row, _ = run_constrax(
         "cart-pole min-time", cartpole_problem(min_time=True), 50, R, compile_repeats=RC
     )
@@ -861,10 +931,10 @@ def main(argv=None) -> None:
                 transcription=shooting, hessian=hessian,
             )  # fmt: skip
             log(row)
-    pairs = [interleaved(problems["parking"], N) for N in (50, 100)]
+    pairs = [interleaved(problems["parking"], N, *pair) for N in (50, 100) for pair in INTERLEAVED]
     for r in pairs:
         if r is not None:
-            print(f"  interleaved N={r['N']}: ratio {r['ratio_min']:.2f} (min)", flush=True)
+            print(f"  interleaved N={r['N']} {r['pair']}: ratio {r['ratio_min']:.2f}", flush=True)
     survey = seed_survey(problems["parking"], range(10))
     for r in survey["rows"]:
         print(f"  survey N={r['N']} {r['contender']}: {r['reached']} / {len(r['ok'])}", flush=True)
