@@ -12,7 +12,7 @@ Usage (from the repository root):
     python benchmarks/trajopt.py --out /tmp/bench --repeats 3 --note "..."
     python benchmarks/trajopt.py --compile-repeats 1    # one cold compile per structure
 
-The run takes about 5 minutes on a loaded 2-core machine (most of it the constrax compiles:
+The run takes about 9 minutes on a loaded 2-core machine (most of it the constrax compiles:
 `--repeats` cold compiles of ~10 s per structure, plus the first solve's own).
 
 CasADi is optional (`pip install casadi`); without it its rows are skipped with a note.
