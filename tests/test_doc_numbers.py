@@ -281,3 +281,31 @@ def test_gradients_page_quotes_the_committed_adaptive_reverse_gradient_run():
     ]
     page = (ROOT / "docs" / "concepts" / "gradients.md").read_text()
     assert missing(page, claims) == []
+
+
+def test_trajectory_optimisation_page_quotes_the_committed_trajopt_run():
+    """The trajectory-optimisation page's benchmark table and compile table are the rows of
+    `benchmarks/results/trajopt_cpu.json` (objective, status, iterations, solve times;
+    compile times and first-solve overheads), and its text quotes the interleaved ratios."""
+    result = json.loads((RESULTS / "trajopt_cpu.json").read_text())
+    page = (ROOT / "docs" / "concepts" / "trajectory-optimisation.md").read_text()
+    claims = []
+    for r in result["rows"]:
+        if "solve_min_s" not in r or r["problem"] == "parking" and r["N"] == 25:
+            continue  # multiple shooting: quoted in the text, not the table
+        objective = f"{r['objective']:.7g}"
+        if "t1" in r:
+            objective += f" ($t_1$ = {r['t1']:.6g})"
+        claims.append(
+            f"{objective} | `{r['status']}` | {r['iterations']} | "
+            f"{r['solve_min_s']:.3f} ({r['solve_median_s']:.3f}) |"
+        )
+        c = r.get("compile")
+        if c and "multiple shooting" not in r["transcription"]:
+            claims.append(
+                f"| {c['total_min_s']:.1f} ({c['trace_lower_min_s']:.1f} / "
+                f"{c['xla_min_s']:.1f}) | {r['first_minus_warm_s']:.1f} |"
+            )
+    for pair in result["interleaved"]:
+        claims.append(f"{pair['ratio_min']:.2f}")
+    assert missing(page, claims) == []
