@@ -251,12 +251,19 @@ def test_first_same_as_last_form_takes_the_solvers_steps_to_its_solution(solver)
 def test_first_same_as_last_form_leaves_other_solvers_as_they_are():
     from constrax._step_projection import first_same_as_last
 
-    for solver in (diffrax.Tsit5(), diffrax.Bosh3(), diffrax.Kvaerno5(), diffrax.Euler()):
+    for solver in (diffrax.Tsit5(), diffrax.Bosh3(), diffrax.Kvaerno5(), cx.SemiImplicitEuler()):
         assert first_same_as_last(solver) is solver
+    assert type(first_same_as_last(diffrax.Euler())).__name__ == "EulerFirstSameAsLast"
 
 
-def test_a_solver_not_first_same_as_last_reads_the_projection_off_its_last_stage(monkeypatch):
-    """Ralston at a fixed step on the 3-link chain: the run in first-same-as-last form
+@pytest.mark.parametrize(
+    "solver", [diffrax.Ralston(), diffrax.Euler()], ids=lambda s: type(s).__name__
+)
+def test_a_solver_not_first_same_as_last_reads_the_projection_off_its_last_stage(
+    monkeypatch, solver
+):
+    """Ralston and Euler (a one-stage tableau) at a fixed step on the 3-link chain: the
+    run in first-same-as-last form
     equals the run that evaluates the projection after each step (the form switched off),
     and every step ends on the velocity constraints; the gradient through it matches
     central differences."""
@@ -266,7 +273,7 @@ def test_a_solver_not_first_same_as_last_reads_the_projection_off_its_last_stage
 
     def run(p, saveat=diffrax.SaveAt(steps=True)):
         return cx.simulate(
-            model.system, model.q0, model.qd0, p, t1=1.0, dt0=2e-2, solver=diffrax.Ralston(),
+            model.system, model.q0, model.qd0, p, t1=1.0, dt0=2e-2, solver=solver,
             stepsize_controller=diffrax.ConstantStepSize(), saveat=saveat,
         )  # fmt: skip
 
@@ -288,3 +295,12 @@ def test_a_solver_not_first_same_as_last_reads_the_projection_off_its_last_stage
     fd = (f(g0 + h) - f(g0 - h)) / (2 * h)
     assert abs(fd) > 1e-2
     np.testing.assert_allclose(grad, fd, rtol=1e-6)
+
+
+def test_euler_in_first_same_as_last_form_refuses_an_adaptive_controller_as_euler_does():
+    model = cx.models.pendulum_chain(3, "maximal")
+    with pytest.raises(Exception, match="error estimates"):
+        cx.simulate(
+            model.system, model.q0, model.qd0, model.params, t1=0.1, dt0=1e-2,
+            solver=diffrax.Euler(), stepsize_controller=diffrax.PIDController(1e-6, 1e-6),
+        )  # fmt: skip

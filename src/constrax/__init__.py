@@ -77,6 +77,7 @@ from ._solve import (
     AutoSolver as AutoSolver,
     UdwadiaKalaba as UdwadiaKalaba,
 )
+from ._solvers import SemiImplicitEuler as SemiImplicitEuler
 from ._stabilisation import (
     AbstractStabilisation as AbstractStabilisation,
     Baumgarte as Baumgarte,

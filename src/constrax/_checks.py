@@ -19,6 +19,7 @@ import numpy as np
 from ._kinds import kinds
 from ._prescriptions import AbstractPrescription
 from ._solve import AbstractConstraintSolver
+from ._solvers import single_term_solver
 from ._stabilisation import AbstractStabilisation
 from ._system import System
 
@@ -106,6 +107,19 @@ def check_diffrax_options(*, solver, stepsize_controller, saveat, adjoint) -> No
                 f"`{name}` must be a {base.__module__.split('.')[0]}.{base.__name__} "
                 f"instance such as {example}, got {type(value).__name__}"
             )
+    if not single_term_solver(solver):
+        hint = (
+            " (for the semi-implicit Euler step of a constrained state, use cx.SemiImplicitEuler())"
+            if isinstance(solver, diffrax.SemiImplicitEuler)
+            else ""
+        )
+        raise TypeError(
+            f"`solver`: {type(solver).__name__} integrates "
+            f"{getattr(solver, 'term_structure', 'several terms')}, but constrax integrates "
+            f"one ODE term, its vector field{hint}. Supported: diffrax's ODE solvers "
+            f"(Euler, Heun, Midpoint, Ralston, Bosh3, Tsit5, Dopri5, Dopri8, the implicit "
+            f"Kvaerno3/4/5, ...) and cx.SemiImplicitEuler()"
+        )
 
 
 def _solver_name(s: str) -> str:

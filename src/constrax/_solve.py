@@ -34,6 +34,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, Float, Int
 
+from . import _lapack as lapack
 from ._guards import checked
 from ._tolerances import pivot_rtol, rank_rtol, switch_rtol
 
@@ -146,44 +147,53 @@ class _KKTState(eqx.Module):
     unit_pivots_if_singular: bool = eqx.field(static=True, default=False)
 
 
-# Triangular factors up to this size (`KKT`'s LU of the saddle matrix, `UdwadiaKalaba`'s
-# Cholesky factor) are solved with the forward and back substitutions written out in
-# `jax.numpy` (`substitution_solve`, `triangular_solve`), which XLA fuses, instead of
-# LAPACK's triangular solves, whose fixed cost per call dominates a small matrix and, under
-# `vmap`, is paid for every element of a batch (and which can deadlock jaxlib 0.10's CPU
-# thread pool: `triangular_solve`). The equations traced grow with the size (three per
-# unknown and solve); at 15 x 15 the LU and two solves take 0.8-1.2x LAPACK's time across
-# runs, and the 5-link chain's batched rollout about 0.8x (one A/B run):
-# `benchmarks/field_cost.py`; docs/concepts/stabilisation.md, "Where one evaluation's
-# time goes".
-SUBSTITUTION_MAX_SIZE = 16
+# Triangular solves (`KKT`'s LU solves of the saddle matrix, `UdwadiaKalaba`'s Cholesky
+# solves, the Cholesky factor's derivative) are written out in `jax.numpy` at every size
+# (`substitution_solve`, `triangular_solve`), which XLA fuses, instead of LAPACK's: their
+# fixed cost per call dominates a small matrix and, under `vmap`, is paid for every element
+# of a batch; and jaxlib 0.10's batched LAPACK kernels can deadlock its CPU thread pool
+# (docs page "Sharp bits", "A compiled program that never returns"). Up to
+# `UNROLL_MAX_SIZE` unknowns the substitution is unrolled (three equations per unknown);
+# above, the same column step runs in a `lax.fori_loop`, so that the program does not grow
+# with the size. At 15 x 15 the LU and two solves took 0.8-1.2x LAPACK's time across runs
+# (`benchmarks/field_cost.py`; docs/concepts/stabilisation.md, "Where one evaluation's time
+# goes"). The factorisations stay LAPACK's (written out they cost 2-2.5x as much under
+# `vmap` at 25 x 25, and 10x to compile), called so that they cannot deadlock
+# (`_lapack.py`). `SUBSTITUTION_MAX_SIZE` is the size above which LAPACK's triangular solves
+# are used instead: none by default (`benchmarks/_cases.lapack_solves` sets it to 0).
+SUBSTITUTION_MAX_SIZE: float = float("inf")
+UNROLL_MAX_SIZE = 32
 
 
 def _substitute(T, b, *, lower: bool):
     r"""$x$ with $Tx = b$ for the lower (or upper) triangle of `T`, whose diagonal is taken
     to be ones, and `b` a vector `(n,)` or a matrix `(n, k)`: column by column, each unknown
     found is eliminated from the rest of `b` by one array operation (three equations per
-    column: the columns of `T` are split off in one; the entries above (below) `T`'s
-    diagonal are not read)."""
+    column, unrolled up to `UNROLL_MAX_SIZE` unknowns, a `lax.fori_loop` above; the entries
+    above (below) `T`'s diagonal are not read)."""
     n = b.shape[0]
     strict = T * (np.tri(n, k=-1) if lower else np.tri(n, k=-1).T).astype(T.dtype)
-    columns = jnp.split(strict, n, axis=1)
     x = b[:, None] if b.ndim == 1 else b
     k = x.shape[1]
-    for j in range(n - 1) if lower else range(n - 1, 0, -1):
-        x = x - jax.lax.slice(x, (j, 0), (j + 1, k)) * columns[j]
+    if n <= UNROLL_MAX_SIZE:
+        columns = jnp.split(strict, n, axis=1)
+        for j in range(n - 1) if lower else range(n - 1, 0, -1):
+            x = x - jax.lax.slice(x, (j, 0), (j + 1, k)) * columns[j]
+    else:
+
+        def column(i, x):
+            j = i if lower else n - 1 - i
+            row = jax.lax.dynamic_index_in_dim(x, j, 0, keepdims=True)
+            return x - row * jax.lax.dynamic_index_in_dim(strict, j, 1, keepdims=True)
+
+        x = jax.lax.fori_loop(0, n - 1, column, x)
     return x[:, 0] if b.ndim == 1 else x
 
 
 def triangular_solve(T, b, *, lower: bool):
-    r"""$T^{-1}b$ for the lower (or upper) triangle of `T` and `b` `(n,)` or `(n, k)`: for
-    `T` up to `SUBSTITUTION_MAX_SIZE`, `_substitute` on $TD^{-1}$ (lower) or $D^{-1}T$
-    (upper), $D$ the diagonal, whose diagonal is ones; LAPACK's otherwise.
-
-    Besides its fixed cost per call, LAPACK's batched triangular solve in jaxlib 0.10 splits
-    a large enough batch into tasks on XLA's CPU thread pool and waits for them on a pool
-    thread: programs with as many concurrent such solves as the pool has threads deadlock
-    (docs page "Sharp bits", "A compiled program that never returns")."""
+    r"""$T^{-1}b$ for the lower (or upper) triangle of `T` and `b` `(n,)` or `(n, k)`:
+    `_substitute` on $TD^{-1}$ (lower) or $D^{-1}T$ (upper), $D$ the diagonal, whose
+    diagonal is ones (LAPACK's above `SUBSTITUTION_MAX_SIZE`)."""
     if T.shape[0] > SUBSTITUTION_MAX_SIZE:
         return jsl.solve_triangular(T, b, lower=lower)
     d = jnp.diagonal(T)
@@ -195,13 +205,13 @@ def triangular_solve(T, b, *, lower: bool):
 
 @jax.custom_jvp
 def cholesky(A):
-    r"""The lower Cholesky factor $L$ of `A` (LAPACK's), differentiated by
+    r"""The lower Cholesky factor $L$ of `A` (LAPACK's, `_lapack.cholesky`), differentiated by
     $\dot L = L\,\Phi(L^{-1}\dot A L^{-\top})$ with $\Phi$ the lower triangle and half the
     diagonal (Murray, "Differentiation of the Cholesky decomposition", 2016), its triangular
     solves by `triangular_solve`: `jnp.linalg.cholesky`'s own rule calls LAPACK's, batched
     over the tangents under `jax.jacfwd` (docs page "Sharp bits", "A compiled program that
     never returns")."""
-    return jnp.linalg.cholesky(A)
+    return lapack.cholesky(A)
 
 
 @cholesky.defjvp
@@ -223,8 +233,8 @@ def substitution_solve(lu, perm, r, d=None):
 
 
 def _lu_solve(state: _KKTState, r):
-    """$K^{-1}r$: `substitution_solve` for a small matrix (`SUBSTITUTION_MAX_SIZE`),
-    LAPACK's `lu_solve` otherwise."""
+    """$K^{-1}r$: `substitution_solve` (LAPACK's `lu_solve` above
+    `SUBSTITUTION_MAX_SIZE`)."""
     lu = state.lu
     if lu.shape[0] > SUBSTITUTION_MAX_SIZE:
         if state.unit_pivots_if_singular:
@@ -258,7 +268,7 @@ class KKT(AbstractConstraintSolver):
         # so, K is symmetric and its transpose's solves are its own (`_solve`).
         W = 0.5 * (W + W.T)
         K = jnp.block([[W, A.T], [A, jnp.zeros((m, m), W.dtype)]])
-        lu, piv, perm = jax.lax.linalg.lu(jax.lax.stop_gradient(K))
+        lu, piv, perm = lapack.lu(jax.lax.stop_gradient(K))
         d = jnp.abs(jnp.ravel(lu)[:: n + m + 1])
         rtol = pivot_rtol(W.dtype) if self.pivot_rtol is None else self.pivot_rtol
         singular = jax.lax.stop_gradient(
@@ -352,7 +362,7 @@ class UdwadiaKalaba(AbstractConstraintSolver):
         else:
             B = A @ Linv.T  # A L^{-T}
             rtol = rank_rtol(W.dtype) if self.rtol is None else self.rtol
-            Bpinv = jnp.linalg.pinv(B, rtol=rtol)
+            Bpinv = lapack.pinv(B, rtol)
         return _UKState(L, Linv, A, kappa, Bpinv, B)
 
     def _lt_solve(self, state, y):  # L^{-T} y

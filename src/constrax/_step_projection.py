@@ -19,8 +19,10 @@ the same tableau with one stage more, the field at the step's end, whose weight 
 solution is zero (Hairer, Nørsett & Wanner, *Solving Ordinary Differential Equations I*,
 1993, §II.5). The solution and the error estimate are the solver's; the extra stage is the
 next step's first, so the projection again costs no factorisation, and a Hermite
-interpolant gets the field at the step's end. Other solvers, and `positions=True`,
-evaluate the projection.
+interpolant gets the field at the step's end. `diffrax.Euler` is run as the one-stage
+tableau it is, in that form too (`EulerFirstSameAsLast`), and `cx.SemiImplicitEuler`
+carries the field at the step's end itself. Other solvers (implicit ones), and
+`positions=True`, evaluate the projection.
 
 The dense output of a step is the wrapped solver's interpolant plus the correction
 $\theta\,(y_P - y_1)$, $\theta = (t - t_0)/(t_1 - t_0)$: continuous across steps and equal
@@ -36,6 +38,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, PyTree
+
+from ._solvers import EulerFirstSameAsLast, carries_end_field
 
 
 @functools.cache
@@ -97,8 +101,11 @@ def _first_same_as_last_class(cls: type) -> type:
 
 def first_same_as_last(solver: diffrax.AbstractSolver) -> diffrax.AbstractSolver:
     """`solver` in its first-same-as-last form where that saves `ProjectedSolver` a
-    factorisation per step: an explicit Runge–Kutta solver with a tableau that is not
-    already so and an interpolation that reads only the end stages; any other as it is."""
+    factorisation per step: `diffrax.Euler` (a one-stage tableau, `EulerFirstSameAsLast`),
+    an explicit Runge–Kutta solver with a tableau that is not already so and an
+    interpolation that reads only the end stages; any other as it is."""
+    if type(solver) is diffrax.Euler:
+        return EulerFirstSameAsLast()
     tableau = getattr(type(solver), "tableau", None)
     if not (
         isinstance(solver, diffrax.AbstractERK)
@@ -182,16 +189,12 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
 
 def _first_same_as_last(solver, solver_state, y) -> PyTree[Array] | None:
     """The vector field at the end of the step, if the solver state carries it: diffrax's
-    explicit Runge–Kutta solvers keep `(first_step, f1)` for a first-same-as-last tableau
-    (an implicit one's last stage is the end of the step only to its root finder's
-    tolerance, so it is projected explicitly)."""
-    tableau = getattr(solver, "tableau", None)
+    explicit Runge–Kutta solvers keep `(first_step, f1)` for a first-same-as-last tableau,
+    and so do `EulerFirstSameAsLast` and `SemiImplicitEuler` (an implicit solver's last
+    stage is the end of the step only to its root finder's tolerance, so it is projected
+    explicitly)."""
     if not (
-        isinstance(solver, diffrax.AbstractERK)
-        and isinstance(tableau, diffrax.ButcherTableau)
-        and tableau.fsal
-        and isinstance(solver_state, tuple)
-        and len(solver_state) == 2
+        carries_end_field(solver) and isinstance(solver_state, tuple) and len(solver_state) == 2
     ):
         return None
     f1 = solver_state[1]

@@ -1,0 +1,127 @@
+r"""Fixed-step solvers that carry the vector field at the end of each step
+(docs/integrators.md).
+
+* `SemiImplicitEuler`: the semi-implicit (symplectic) Euler step of a constrained state
+  $(q, \dot q)$ — velocities first, then positions with the new velocities — the
+  integrator of MuJoCo and MJX (Todorov, Erez & Tassa, "MuJoCo: A physics engine for
+  model-based control", 2012; Hairer, Lubich & Wanner, *Geometric Numerical Integration*,
+  2006, §I.1.2 and §VI.3).
+* `EulerFirstSameAsLast`: `diffrax.Euler`'s explicit step, the field at the step's end
+  evaluated once and handed to the next step as its first stage (how `cx.StepProjection`
+  runs `diffrax.Euler`: the projection then reads the projected velocity off that field).
+
+Both keep diffrax's first-same-as-last solver state, `(first_step, f1)`: a step evaluates
+the field once, at its end, and the projection of `cx.StepProjection` reads the projected
+velocity off it at no cost (`_step_projection.py`). Neither estimates its error: like
+`diffrax.Euler`, an adaptive step-size controller refuses them.
+"""
+
+import abc
+from collections.abc import Callable
+from typing import ClassVar
+
+import diffrax
+import equinox.internal as eqxi
+import jax
+import jax.numpy as jnp
+
+
+class AbstractCarriedFieldSolver(diffrax.AbstractSolver):
+    """A one-stage fixed-step solver whose state carries the field at the step's end:
+    `(first_step, f1)`, as diffrax's first-same-as-last Runge–Kutta solvers."""
+
+    term_structure: ClassVar = diffrax.AbstractTerm
+    interpolation_cls: ClassVar[Callable[..., diffrax.LocalLinearInterpolation]] = (
+        diffrax.LocalLinearInterpolation
+    )
+
+    @abc.abstractmethod
+    def advance(self, y0, f0, dt):
+        """The state at the step's end from `y0`, the field `f0` there, and the step `dt`."""
+
+    def order(self, terms):
+        return 1
+
+    def init(self, terms, t0, t1, y0, args):
+        return jnp.array(True), jax.tree.map(jnp.zeros_like, y0)
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        first_step, carried = solver_state
+        # The first step, or one after a jump: the carried field is not the field at y0.
+        # Evaluated for the whole of a `vmap`ped batch if for any element (as diffrax's
+        # first-same-as-last solvers do): the field at y0 is right for every element.
+        fresh = eqxi.unvmap_any(first_step | made_jump)
+        f0 = jax.lax.cond(fresh, lambda: terms.vf(t0, y0, args), lambda: carried)
+        y1 = self.advance(y0, f0, terms.contr(t0, t1))
+        f1 = terms.vf(t1, y1, args)
+        dense_info = dict(y0=y0, y1=y1)
+        return y1, None, dense_info, (jnp.array(False), f1), diffrax.RESULTS.successful
+
+    def func(self, terms, t0, y0, args):
+        return terms.vf(t0, y0, args)
+
+
+class EulerFirstSameAsLast(AbstractCarriedFieldSolver):
+    r"""Explicit Euler, $y_1 = y_0 + h f(t_0, y_0)$, with $f(t_1, y_1)$ carried to the next
+    step (the steps of `diffrax.Euler`; `cx.StepProjection` runs `diffrax.Euler` so)."""
+
+    def advance(self, y0, f0, dt):
+        return jax.tree.map(lambda y, f: y + dt * f, y0, f0)
+
+
+class SemiImplicitEuler(AbstractCarriedFieldSolver):
+    r"""The semi-implicit (symplectic) Euler method of a constrained system, as MuJoCo and
+    MJX step: velocities first, then positions with the new velocities,
+
+    $$\dot q_1 = \dot q_0 + h\,\ddot q(t_0, q_0, \dot q_0), \qquad
+    q_1 = q_0 + h\,\dot q_1$$
+
+    (Hairer, Lubich & Wanner, *Geometric Numerical Integration*, 2006, §VI.3; Todorov,
+    Erez & Tassa 2012). First order; for a separable Hamiltonian it is symplectic, so the
+    energy error of a conservative system stays bounded over long runs instead of growing
+    as under explicit Euler. The vakonomic multipliers, where the state has them, take an
+    explicit Euler step. Under the default `cx.StepProjection()` the velocity at the end
+    of each step is projected onto the constraints, at no extra evaluation (the field at
+    the step's end, which the next step starts from, already carries the projected
+    velocity): the step stays on the constraint manifold's velocity level.
+
+    Fixed steps only (`diffrax.ConstantStepSize()` with `dt0`): it has no error estimate.
+    For `cx.simulate` and `cx.rollout_batch`, whose state is $(q, \dot q)$ or
+    $(q, \dot q, \mu)$; it is not diffrax's `diffrax.SemiImplicitEuler`, which takes two
+    terms.
+
+    **Example:**
+
+    ```python
+    traj = cx.simulate(system, q0, qd0, p, t1=1.0, dt0=1e-3, solver=cx.SemiImplicitEuler(),
+                       stepsize_controller=diffrax.ConstantStepSize())
+    ```
+    """
+
+    def advance(self, y0, f0, dt):
+        # f0 = (dq/dt, qdd, ...): dq/dt is the (projected) velocity the field used; the
+        # position rate with the new velocity is that plus h qdd.
+        q0, qd0, *rest = y0
+        q_rate, qdd, *rest_rates = f0
+        qd1 = qd0 + dt * qdd
+        q1 = q0 + dt * (q_rate + dt * qdd)
+        return (q1, qd1, *(y + dt * f for y, f in zip(rest, rest_rates, strict=True)))
+
+
+def carries_end_field(solver: diffrax.AbstractSolver) -> bool:
+    """Whether `solver`'s state is `(first_step, f1)` with `f1` the field at the end of
+    the last step: a first-same-as-last explicit Runge–Kutta solver, or one of the above."""
+    if isinstance(solver, AbstractCarriedFieldSolver):
+        return True
+    tableau = getattr(solver, "tableau", None)
+    return (
+        isinstance(solver, diffrax.AbstractERK)
+        and isinstance(tableau, diffrax.ButcherTableau)
+        and tableau.fsal
+    )
+
+
+def single_term_solver(solver: diffrax.AbstractSolver) -> bool:
+    """Whether `solver` integrates one ODE term (what `cx.simulate` hands it)."""
+    structure = getattr(solver, "term_structure", None)
+    return isinstance(structure, type) and issubclass(diffrax.ODETerm, structure)
