@@ -33,10 +33,11 @@ def length_mismatch_error(system, t, named: dict, p, where: str) -> ValueError:
         n = fits[0]
         wrong = [k for k, x in named.items() if x.shape[0] != n]
         right = [k for k, x in named.items() if x.shape[0] == n]
+        verb = "has" if len(right) == 1 else "have"
         return ValueError(
             f"{where}: {' and '.join(f'`{k}`' for k in wrong)} must have shape (n,) = ({n},), "
             f"the system's number of coordinates (its Lagrangian, force and constraints trace "
-            f"with {n}, as {', '.join(f'`{k}`' for k in right)} {'has' if len(right) == 1 else 'have'}); "
+            f"with {n}, as {', '.join(f'`{k}`' for k in right)} {verb}); "
             f"got {shapes}"
         )
     return ValueError(

@@ -348,7 +348,9 @@ def _unit_normal(value) -> Array:
     tol = rounding_tolerance(n.dtype)
     if isinstance(n, jax.core.Tracer):
         norm = jnp.sqrt(n @ n)
-        return eqx.error_if(n, ~(jnp.abs(norm - 1.0) <= tol), "Plane: `normal` must be a unit vector")
+        return eqx.error_if(
+            n, ~(jnp.abs(norm - 1.0) <= tol), "Plane: `normal` must be a unit vector"
+        )
     if not np.isclose(np.linalg.norm(np.asarray(n)), 1.0, atol=tol):
         raise ValueError(f"Plane: `normal` must be a unit vector, got {np.asarray(n).tolist()}")
     return n
