@@ -100,3 +100,23 @@ def consistency_rtol(dtype) -> float:
     snake cart's figures); `Projection` stabilisation removes the drift.
     """
     return 0.05 if np.finfo(dtype).bits >= 64 else 0.2
+
+
+def ipopt_tolerance(dtype) -> float:
+    """IPOPT's `tol` in `cx.fit.IPOPT`: `1e-9` in float64, `1.2e-6` (`10 eps`) in float32,
+    where the scaled optimality error of a well-posed problem stops at a few `eps`."""
+    return tolerance(dtype, 1e-9, 10)
+
+
+def ipopt_constraint_tolerance(dtype) -> float:
+    """IPOPT's `constr_viol_tol` in `cx.fit.IPOPT`: `1e-10` in float64, `1.2e-6` in float32,
+    where constraint rows of order one are evaluated to a few `eps` (the knife-edge
+    parking leaves `3.9e-7`)."""
+    return tolerance(dtype, 1e-10, 10)
+
+
+def violation_tolerance(dtype) -> float:
+    """The largest violation `cx.fit.solve_optimal_control` reports as `success`: `1e-8` in
+    float64, `1.2e-5` (`100 eps`, as the integration tolerance) in float32; above IPOPT's
+    `constr_viol_tol`, so that a point IPOPT solved is not refused for its rounding."""
+    return tolerance(dtype, 1e-8, 100)

@@ -480,7 +480,7 @@ def test_vakonomic_and_dalembert_optima_agree_on_a_holonomic_pendulum():
         (dict(control_bounds=(jnp.zeros(3), 1.0)), "control_bounds.*shape"),
         (dict(t1_bounds=(-1.0, 9.0)), "t1_bounds.*must be > t0"),
         (dict(t1_bounds=(6.0, 9.0)), "t1.*within t1_bounds"),
-        (dict(q1=jnp.zeros(4)), "q1.*shape \\(n,\\) = \\(3,\\) like `q0`"),
+        (dict(q1=jnp.zeros(4)), "`q1` must have shape \\(n,\\) = \\(3,\\), the system.s number"),
         (dict(qd0=jnp.array([0.0, 1.0, 0.0])), "initial state violates.*no_side_slip"),
         (dict(q1=jnp.array([0.0, jnp.nan, 0.0])), "q1.*non-finite"),
         (dict(running_cost=lambda t, q, qd, u, p: u), "running_cost.*scalar"),

@@ -26,6 +26,7 @@ import jax
 import numpy as np
 
 from .._compilation import compiler_options
+from .._tolerances import ipopt_constraint_tolerance, ipopt_tolerance
 from . import _ipopt_c
 from ._sparsity import (
     Structure,
@@ -88,9 +89,10 @@ class IPOPT(eqx.Module):
 
     **Arguments:**
 
-    - `tol`: IPOPT's overall (scaled) optimality tolerance (default `1e-9`).
-    - `constr_viol_tol`: absolute tolerance on the constraint violation (default
-      `1e-10`).
+    - `tol`: IPOPT's overall (scaled) optimality tolerance (default `None`: `1e-9`, or
+      `10 eps` of the problem's dtype where that is larger, `1.2e-6` in float32).
+    - `constr_viol_tol`: absolute tolerance on the constraint violation (default `None`:
+      `1e-10`, or `10 eps` where that is larger; docs page "Precision").
     - `max_iter`: iteration limit (default 3000).
     - `hessian`: `"exact"` (default) or `"limited-memory"` (L-BFGS: cheaper to compile,
       more iterations).
@@ -127,8 +129,8 @@ class IPOPT(eqx.Module):
     **Example:** `cx.fit.IPOPT(tol=1e-8, max_iter=500, options={"linear_solver": "mumps"})`
     """
 
-    tol: float = eqx.field(static=True, default=1e-9)
-    constr_viol_tol: float = eqx.field(static=True, default=1e-10)
+    tol: float | None = eqx.field(static=True, default=None)
+    constr_viol_tol: float | None = eqx.field(static=True, default=None)
     max_iter: int = eqx.field(static=True, default=3000)
     hessian: str = eqx.field(static=True, default="exact")
     print_level: int = eqx.field(static=True, default=0)
@@ -148,8 +150,8 @@ class IPOPT(eqx.Module):
             raise ValueError(f"`hessian` must be 'exact' or 'limited-memory', got {self.hessian!r}")
         for name in ("tol", "constr_viol_tol"):
             v = getattr(self, name)
-            if not (isinstance(v, int | float) and v > 0 and math.isfinite(v)):
-                raise ValueError(f"`{name}` must be a positive number, got {v!r}")
+            if v is not None and not (isinstance(v, int | float) and v > 0 and math.isfinite(v)):
+                raise ValueError(f"`{name}` must be a positive number or None, got {v!r}")
         if not isinstance(self.max_iter, int) or self.max_iter < 0:
             raise ValueError(f"`max_iter` must be a non-negative int, got {self.max_iter!r}")
         if self.options is not None and not isinstance(self.options, dict):
@@ -248,9 +250,14 @@ class IPOPT(eqx.Module):
             intermediate=intermediate,
             evaluation_error=evaluation_error,
         )
+        dtype = np.asarray(nlp.problem.t1).dtype
         options = {
-            "tol": float(self.tol),
-            "constr_viol_tol": float(self.constr_viol_tol),
+            "tol": float(ipopt_tolerance(dtype) if self.tol is None else self.tol),
+            "constr_viol_tol": float(
+                ipopt_constraint_tolerance(dtype)
+                if self.constr_viol_tol is None
+                else self.constr_viol_tol
+            ),
             "max_iter": int(self.max_iter),
             "print_level": int(self.print_level),
             "sb": "yes",

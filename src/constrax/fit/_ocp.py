@@ -28,6 +28,7 @@ from .._custom_types import Params
 from .._layout import row_layout
 from .._prescriptions import AbstractPrescription, DAlembert
 from .._solve import KKT, AbstractConstraintSolver
+from .._state_length import length_mismatch_error
 from .._system import System
 from .._terms import position_residual, stacked_residual
 from .._tolerances import initial_tolerance
@@ -78,6 +79,54 @@ def _scalar_shape(name: str, fn, *args, expect: str) -> tuple[int, ...]:
     if expect == "rows" and len(shape) > 1:
         raise ValueError(f"`{name}` must return a scalar or shape (k,), got shape {shape}")
     return shape
+
+
+def _leaf_name(params, control) -> str:
+    """`params[...]`: the path of the leaf `control(params)` locates (`"control(params)"`
+    where it is not a leaf of `params` itself)."""
+    u = control(params)
+    for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+        if leaf is u:
+            return f"params{jax.tree_util.keystr(path)}"
+    return "control(params)"
+
+
+def _check_control_enters_force(system, control, params, states, t0, t1, n, nu, dtype) -> None:
+    r"""Refuse a control leaf the force does not read: $\partial Q/\partial u = 0$ at the
+    initial guess's ends (the control at its value in `params`) and at 4 random states,
+    times and controls (seeded). A `ValueError` naming the leaf."""
+    u0 = jnp.asarray(control(params), dtype)
+
+    def force(t, q, qd, u):
+        return system.force(t, q, qd, eqx.tree_at(control, params, u))
+
+    zeros = jnp.zeros(n, dtype)
+    points = [
+        (t0, states.get(k) if states.get(k) is not None else zeros, states.get(kd), u0)
+        for k, kd in (("q0", "qd0"), ("q1", "qd1"))
+    ]
+    keys = jax.random.split(jax.random.PRNGKey(0), 4)
+    for key in keys:
+        kt, kq, kqd, ku = jax.random.split(key, 4)
+        t = t0 + (t1 - t0) * jax.random.uniform(kt, (), dtype)
+        draw = [jax.random.normal(k, (m,), dtype) for k, m in ((kq, n), (kqd, n), (ku, nu))]
+        points.append((t, *draw))
+    moved = jnp.zeros(nu, bool)
+    jac = jax.jacfwd(force, argnums=3)
+    for t, q, qd, u in points:
+        qd = zeros if qd is None else qd
+        try:
+            J = jac(jnp.asarray(t, dtype), q, qd, u)
+        except Exception:  # noqa: BLE001 - a force undefined at a random state: no verdict
+            continue
+        moved = moved | jnp.any(J != 0, axis=0)  # NaN counts as read
+    if not bool(jnp.any(moved)):
+        raise ValueError(
+            f"`control` locates {_leaf_name(params, control)}, which the system's force does "
+            "not read: its derivative dQ/du is zero at the initial and terminal states and at "
+            "4 random states, so no control could move the system. Point `control` at the "
+            "leaf the force reads (e.g. control=lambda p: p['u'] for a force reading p['u'])"
+        )
 
 
 class OptimalControlProblem(eqx.Module):
@@ -221,6 +270,10 @@ class OptimalControlProblem(eqx.Module):
         if n < 1:
             raise ValueError(f"the states must have shape (n,), got {ref.shape}")
         states = {}
+        given = {k: jnp.asarray(x, dtype) for k, x in given if x is not None}
+        if all(x.ndim == 1 for x in given.values()) and len({x.shape for x in given.values()}) > 1:
+            p_try = eqx.tree_at(control, params, jnp.zeros(nu, dtype))
+            raise length_mismatch_error(system, t0, given, p_try, "cx.fit.OptimalControlProblem")
         for name, x in (("q0", q0), ("qd0", qd0), ("q1", q1), ("qd1", qd1)):
             if x is not None:
                 x = jnp.asarray(x, dtype=dtype)
@@ -249,6 +302,7 @@ class OptimalControlProblem(eqx.Module):
         p_u = eqx.tree_at(control, params, jnp.zeros(nu, dtype))
         t = jnp.asarray(t0, dtype)
         layout = row_layout(system, t, zeros, zeros, p_u)  # checks the force's shape too
+        _check_control_enters_force(system, control, params, states, t0, t1, n, nu, dtype)
         m = sum(layout.counts)
         if prescription.multiplier_state:
             if mu0 is not None:

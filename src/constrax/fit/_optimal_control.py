@@ -13,6 +13,7 @@ from .._custom_types import Params
 from .._simulate import simulate
 from .._solve import AutoSolver
 from .._system import System
+from .._tolerances import violation_tolerance as default_violation_tolerance
 from .._trajectory import Trajectory
 from ._collocation import HermiteSimpson
 from ._ipopt import IPOPT
@@ -235,7 +236,7 @@ def solve_optimal_control(
     *,
     transcription: AbstractTranscription = HermiteSimpson(),
     solver: IPOPT = IPOPT(),
-    violation_tolerance: float = 1e-8,
+    violation_tolerance: float | None = None,
     jitter: float = 1e-2,
     starts: int = 1,
     seed: int = 0,
@@ -265,7 +266,8 @@ def solve_optimal_control(
       by `jitter` with seeds `seed + 1, ...`, at least `1e-2`) and return the best
       successful solution (or the least infeasible one); compiled once for all.
     - `violation_tolerance`: the largest constraint or bound violation a solution may
-      leave to be reported as `success` (default `1e-8`).
+      leave to be reported as `success` (default `None`: `1e-8`, or `100 eps` of the
+      problem's dtype where that is larger, `1.2e-5` in float32; docs page "Precision").
     - `progress`: a progress bar over the iterations (tqdm).
     - `callback(iteration, objective, infeasibility)`: called every iteration; return
       `True` to stop.
@@ -304,6 +306,12 @@ def solve_optimal_control(
         raise ValueError(f"`starts` must be a positive int, got {starts!r}")
     if not (isinstance(jitter, int | float) and jitter >= 0):
         raise ValueError(f"`jitter` must be a number >= 0, got {jitter!r}")
+    if violation_tolerance is None:
+        violation_tolerance = default_violation_tolerance(np.asarray(problem.t1).dtype)
+    elif not (isinstance(violation_tolerance, int | float) and violation_tolerance > 0):
+        raise ValueError(
+            f"`violation_tolerance` must be a positive number or None, got {violation_tolerance!r}"
+        )
     nlp = transcription.nlp(problem)
     z0, lam0 = _guess(nlp, transcription, guess)
     if not np.all(np.isfinite(z0)):

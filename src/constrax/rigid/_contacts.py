@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
@@ -245,12 +246,17 @@ class Sphere(eqx.Module):
     r"""A ball of radius `radius` centred at the centre of mass; lowest point
     $\Delta = -a n$.
 
-    `radius` is a number or a callable `p -> radius` (read from the parameters).
+    `radius` is a number or a callable `p -> radius` (read from the parameters). A
+    concrete radius must be finite and $> 0$ (`ValueError`); one read from the parameters
+    is checked by `cx.rigid.simulate_contacts` at $t_0$.
     """
 
     radius: float | Callable
     # The lowest point is -a n whatever the orientation: the height row is linear in q.
     offset_follows_orientation: ClassVar[bool] = False
+
+    def __check_init__(self):
+        check_radius(self.radius, "Sphere")
 
     def lowest_point(self, rotate, n, p):
         r"""$\Delta = -an$ (the orientation, `rotate`: $X\mapsto RX$, is not read)."""
@@ -276,13 +282,17 @@ class Disk(eqx.Module):
     The lowest rim point is $\Delta = -a\,d/|d|$, $d = n - (n\cdot e)e$, $e = R\,\text{axis}$,
     so $n\cdot\Delta = -a|d| = -a\sqrt{1 - (n\cdot e)^2}$. Singular when the disk lies flat
     ($e\parallel n$, a whole rim touches); safe square roots keep values and gradients finite
-    there, but the contact is then ill-defined.
+    there, but the contact is then ill-defined. A concrete radius must be finite and
+    $> 0$, as for `Sphere`.
     """
 
     radius: float | Callable
     axis: Array = eqx.field(converter=lambda a: check_point(a, "axis"), default=(0.0, 0.0, 1.0))
     # The lowest rim point moves with the orientation (see `plane_contact`).
     offset_follows_orientation: ClassVar[bool] = True
+
+    def __check_init__(self):
+        check_radius(self.radius, "Disk")
 
     def lowest_point(self, rotate, n, p):
         r"""$\Delta = -a\,d/|d|$, $d = n - (n\cdot e)e$, with $e$ = `rotate(axis)` the
@@ -317,23 +327,51 @@ class Plane(eqx.Module):
     `Plane(velocity=lambda t, x, p: p["Omega"] * jnp.cross(jnp.array([0, 0, 1.0]), x))`.
     """
 
-    normal: Array = eqx.field(converter=lambda a: check_point(a, "normal"), default=(0.0, 0.0, 1.0))
+    normal: Array = eqx.field(converter=lambda a: _unit_normal(a), default=(0.0, 0.0, 1.0))
     height: float | Callable = 0.0
     velocity: Callable | None = None
 
-    def __check_init__(self):
-        n = np.asarray(self.normal)
-        if not np.isclose(np.linalg.norm(n), 1.0, atol=rounding_tolerance(n.dtype)):
-            raise ValueError(f"Plane: `normal` must be a unit vector, got {n.tolist()}")
-
     def tangents(self) -> Array:
         r"""A fixed orthonormal basis `(2, 3)` of the plane's tangent space, $(t_1, n\times t_1)$
-        ($e_x, e_y$ for the horizontal plane)."""
-        n = np.asarray(self.normal, dtype=float)
-        a = np.eye(3)[int(np.argmin(np.abs(n)))]  # e_x for a horizontal plane
+        ($e_x, e_y$ for the horizontal plane); traceable (a normal computed under `jit`)."""
+        n = self.normal
+        a = jnp.eye(3, dtype=n.dtype)[jnp.argmin(jnp.abs(n))]  # e_x for a horizontal plane
         t1 = a - (a @ n) * n
-        t1 /= np.linalg.norm(t1)
-        return jnp.asarray(np.stack([t1, np.cross(n, t1)]))
+        t1 = t1 / jnp.sqrt(t1 @ t1)
+        return jnp.stack([t1, cross(n, t1)])
+
+
+def _unit_normal(value) -> Array:
+    """A plane's normal: a 3-vector of unit length, checked now where concrete and by an
+    `equinox.error_if` where traced (a plane built under `jit`)."""
+    n = check_point(value, "normal")
+    tol = rounding_tolerance(n.dtype)
+    if isinstance(n, jax.core.Tracer):
+        norm = jnp.sqrt(n @ n)
+        return eqx.error_if(
+            n, ~(jnp.abs(norm - 1.0) <= tol), "Plane: `normal` must be a unit vector"
+        )
+    if not np.isclose(np.linalg.norm(np.asarray(n)), 1.0, atol=tol):
+        raise ValueError(f"Plane: `normal` must be a unit vector, got {np.asarray(n).tolist()}")
+    return n
+
+
+def check_radius(radius, who: str) -> None:
+    """A shape's concrete `radius`: a finite scalar $> 0$ (`ValueError` naming `who`);
+    callables and traced values are checked where they are read (`simulate_contacts`)."""
+    if callable(radius) or isinstance(radius, jax.core.Tracer):
+        return
+    try:
+        r = np.asarray(radius, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"{who}: `radius` must be a number, a scalar array or a callable p -> radius, "
+            f"got {type(radius).__name__}"
+        ) from None
+    if r.shape != ():
+        raise ValueError(f"{who}: `radius` must be a scalar, got shape {r.shape}")
+    if not (np.isfinite(r) and r > 0):
+        raise ValueError(f"{who}: `radius` must be finite and > 0, got {float(r)}")
 
 
 def rotating_plane(

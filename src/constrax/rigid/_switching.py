@@ -49,7 +49,10 @@ from .._guards import attach_check
 from .._initial_state import check_initial_state
 from .._layout import row_layout
 from .._stabilisation import Projection
+from .._state_length import length_mismatch_error
 from .._tolerances import initial_tolerance as default_initial_tolerance
+from ._contact_checks import check_contacts
+from ._contacts import _param
 from ._frictional_contact import MODES, ROLLING, SLIDING, FrictionalContact, mode_code
 from ._so3 import safe_rsqrt, safe_sqrt
 
@@ -72,7 +75,10 @@ _INIT_CODES = (
     "at once if friction cannot hold it)",
     "has no positive normal reaction at t0 (the body is not pressed onto the plane: it "
     "would lift off)",
+    "has a shape whose radius is not finite and > 0",
 )
+# The order in which the initial checks are made (the first failed one is reported).
+_INIT_ORDER = (8, 1, 2, 3, 4, 5, 6, 7)
 
 
 def _unit(v) -> Array:
@@ -231,10 +237,18 @@ class ContactTrajectory(eqx.Module):
     failed_time: Float[Array, ""]
     initial_check: Int[Array, " N"]
     system: "cx.System" = eqx.field(static=True)
-    contacts: tuple[FrictionalContact, ...]
+    # The contacts, split into their arrays and the rest (callables, names: static), so
+    # that a `ContactTrajectory` can be returned from `jax.jit`; `contacts` joins them.
+    contact_arrays: tuple
+    contact_statics: tuple = eqx.field(static=True)
     p: object
     contact_names: tuple[str, ...] = eqx.field(static=True)
     mode_names: tuple[str, ...] = eqx.field(static=True, default=MODES)
+
+    @property
+    def contacts(self) -> tuple[FrictionalContact, ...]:
+        """The `FrictionalContact`s of the run."""
+        return eqx.combine(self.contact_arrays, self.contact_statics)
 
     @property
     def completed(self) -> Bool[Array, ""]:
@@ -268,6 +282,7 @@ def _initial_codes(model: _Model, modes, t, q, qd, p, tolerance) -> tuple[Array,
     mu_k = jnp.stack([m[1] for m in coefficients])
     slipping = _norm(slip) > tolerance * (1.0 + scale)
     cone = mu_s * ev.normal - _norm(ev.tangential)
+    radius = jnp.stack([jnp.asarray(_param(c.shape.radius, p), q.dtype) for c in model.contacts])
     checks = [
         ~(jnp.isfinite(mu_s) & (mu_s >= 0)),
         ~(jnp.isfinite(mu_k) & (mu_k >= 0)),
@@ -276,46 +291,32 @@ def _initial_codes(model: _Model, modes, t, q, qd, p, tolerance) -> tuple[Array,
         (modes == ROLLING) & (cone < -tolerance * (1.0 + jnp.abs(ev.normal))),
         (modes == SLIDING) & ~slipping,
         ~(ev.normal > 0),
+        ~(jnp.isfinite(radius) & (radius > 0)),
     ]
     code = jnp.zeros(len(model.contacts), jnp.int32)
-    for k in reversed(range(len(checks))):
-        code = jnp.where(checks[k], k + 1, code)
+    for k in reversed(_INIT_ORDER):
+        code = jnp.where(checks[k - 1], k, code)
     return code, anchors, jnp.max(jnp.abs(ev.normal)) + jnp.finfo(q.dtype).tiny
 
 
 class _Static:
-    """Configuration compared by the identity of its parts: a key for `filter_jit` (the
-    contacts hold arrays that must stay concrete, a plane's normal, and are not hashable)."""
+    """The system and the stabilisation, a key for `filter_jit` (compared by value). The
+    contacts travel as an argument: their arrays (friction coefficients, a plane's normal,
+    a body's mass) are traced, the rest is static."""
 
-    def __init__(self, system, stabilisation, contacts):
-        self.parts = (system, tuple(contacts), stabilisation)
-        self._key = (system, stabilisation)
+    def __init__(self, system, stabilisation):
+        self.parts = (system, stabilisation)
 
     def __hash__(self):
-        return hash((self._key, tuple(map(id, self.parts[1]))))
+        return hash(self.parts)
 
     def __eq__(self, other):
-        return (
-            isinstance(other, _Static)
-            and self._key == other._key
-            and len(other.parts[1]) == len(self.parts[1])
-            and all(a is b for a, b in zip(self.parts[1], other.parts[1], strict=True))
-        )
-
-
-def _coefficient_filter(contact: FrictionalContact):
-    """`True` at the friction coefficients given as arrays: the contacts' only traced leaves."""
-    spec = jax.tree.map(lambda _: False, contact)
-    return eqx.tree_at(
-        lambda c: (c.static_friction, c.kinetic_friction),
-        spec,
-        tuple(not callable(v) for v in (contact.static_friction, contact.kinetic_friction)),
-    )
+        return isinstance(other, _Static) and self.parts == other.parts
 
 
 def _run(
     static: _Static,
-    coefficients,
+    contacts,
     modes0,
     t0,
     t1,
@@ -333,11 +334,7 @@ def _run(
     max_steps: int,
     tolerance: float,
 ) -> ContactTrajectory:
-    system, contacts, stabilisation = static.parts
-    contacts = tuple(
-        eqx.combine(dyn, eqx.partition(c, _coefficient_filter(c))[1])
-        for dyn, c in zip(coefficients, contacts, strict=True)
-    )
+    system, stabilisation = static.parts
     model = _Model(system, contacts, stabilisation)
     N = len(model.contacts)
     dtype = q0.dtype
@@ -474,7 +471,7 @@ def _run(
     times, contacts, mode_log = log
     num = jnp.sum(contacts >= 0).astype(jnp.int32)
     # Pad the mode log with the last modes.
-    last = jnp.where(num > 0, mode_log[jnp.maximum(num - 1, 0)], modes0)
+    last = jnp.where(num > 0, mode_log[jnp.maximum(num - 1, 0)], modes0) if S > 0 else modes0
     mode_log = jnp.where((jnp.arange(S) < num)[:, None], mode_log, last[None])
     return ContactTrajectory(
         ts=ts,
@@ -493,7 +490,8 @@ def _run(
         failed_time=jnp.where(status == OK, jnp.nan, when),
         initial_check=codes,
         system=model.system,
-        contacts=model.contacts,
+        contact_arrays=eqx.partition(model.contacts, eqx.is_array)[0],
+        contact_statics=eqx.partition(model.contacts, eqx.is_array)[1],
         p=p,
         contact_names=tuple(c.name for c in model.contacts),
     )
@@ -551,21 +549,32 @@ def _error_index(out: ContactTrajectory, N: int) -> Array:
     return (block * N + c).astype(jnp.int32)
 
 
+def _traced(*xs) -> bool:
+    return any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(xs))
+
+
 def _raise_eager(out: ContactTrajectory, contacts, max_switches: int) -> None:
+    """Raise the error of a concrete status. Under `jax.grad` the status is concrete but
+    the failure time and the parameters are traced: their values are left out."""
     status = int(out.status)
     if status == OK:
         return
     c = max(int(out.failed_contact), 0)
     name = contacts[c].name
-    time = float(out.failed_time)
     where = "cx.rigid.simulate_contacts"
     if status == INCONSISTENT:
         code = int(out.initial_check[c])
         detail = ""
         if code in (1, 2, 3):
             mu_s, mu_k = contacts[c].coefficients(out.p)
-            detail = f" (got mu_s = {float(mu_s)}, mu_k = {float(mu_k)})"
+            if not _traced(mu_s, mu_k):
+                detail = f" (got mu_s = {float(mu_s)}, mu_k = {float(mu_k)})"
         raise ValueError(f"{where}: contact {name!r} {_INIT_CODES[code]}{detail}")
+    if _traced(out.failed_time):
+        index = int(_error_index(out, len(contacts)))
+        error = ValueError if status == LIFT_OFF else RuntimeError
+        raise error(_messages(contacts, max_switches)[index])
+    time = float(out.failed_time)
     if status == LIFT_OFF:
         raise ValueError(
             f"{where}: the normal reaction of contact {name!r} reached zero at t = {time!r}: "
@@ -736,7 +745,9 @@ def simulate_contacts(
     q0 = _check_state(q0, "q0")
     qd0 = _check_state(qd0, "qd0")
     if qd0.shape != q0.shape:
-        raise ValueError(f"`qd0` must have the shape of `q0` {q0.shape}, got {qd0.shape}")
+        raise length_mismatch_error(
+            system, t0, {"q0": q0, "qd0": qd0.astype(q0.dtype)}, p, "cx.rigid.simulate_contacts"
+        )
     dtype = q0.dtype
     t0a, t1a = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
     if not isinstance(t0a, jax.core.Tracer) and not isinstance(t1a, jax.core.Tracer):
@@ -766,12 +777,24 @@ def simulate_contacts(
         adjoint = diffrax.RecursiveCheckpointAdjoint()
     p = jax.tree.map(lambda x: jnp.asarray(x, dtype) if isinstance(x, float) else x, p)
     _check_coefficients(contacts, p)
-    # The system's own rows (e.g. an orientation constraint) at t0; the contacts' rows are
-    # checked against their modes inside the run.
+    # The system's own rows (e.g. an orientation constraint) at t0; the contacts' rows
+    # below, with the same rules; the friction cone and the normal reaction inside the run.
     if initial_tolerance is _DEFAULT:
         initial_tolerance = default_initial_tolerance(dtype)
+    # The shapes of the system's functions first (their errors name the coordinates).
+    layout = row_layout(system, t0a, q0, qd0, p)
+    # The contacts' own rows in their initial modes, and their shapes' radii.
+    q0 = check_contacts(
+        contacts,
+        codes,
+        t0a,
+        q0,
+        qd0,
+        p,
+        None if initial_tolerance is None else float(initial_tolerance),
+        "cx.rigid.simulate_contacts",
+    )
     if initial_tolerance is not None and system.constraints:
-        layout = row_layout(system, t0a, q0, qd0, p)
         q0 = check_initial_state(
             system,
             None,
@@ -785,10 +808,9 @@ def simulate_contacts(
             False,
             where="cx.rigid.simulate_contacts",
         )
-    coefficients = tuple(eqx.partition(c, _coefficient_filter(c))[0] for c in contacts)
     out = _run_jit(
-        _Static(system, stabilisation, contacts),
-        coefficients,
+        _Static(system, stabilisation),
+        contacts,
         jnp.asarray(codes, jnp.int32),
         t0a,
         t1a,
