@@ -49,8 +49,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._unconstrained import AbstractDynamics
-from ._so3 import cross, quaternion_to_rotation
+from ..._unconstrained import AbstractDynamics
+from .._kinematics._so3 import cross, quaternion_to_rotation
 
 _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
 

@@ -28,10 +28,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._constraints import AbstractConstraint, Holonomic
-from .._system import System
-from .._terms import mass_matrix
-from ._contacts import Disk, Sphere, body_constraints
+from ..._constraints import AbstractConstraint, Holonomic
+from ..._system import System
+from ..._terms import mass_matrix
+from .._contact._contacts import Disk, Sphere, body_constraints
+from .._kinematics._so3 import quaternion_to_rotation
 from ._kinematic_tree import KinematicTree, _mm
 from ._mjcf_checks import (
     _BALL,
@@ -44,7 +45,6 @@ from ._mjcf_checks import (
     fixed_tendon_wraps,
 )
 from ._mjcf_equalities import equality_constraints
-from ._so3 import quaternion_to_rotation
 from ._tree_body import TreeBody
 from ._tree_dynamics import TreeDynamics, actuator_reflected, dof_armature
 
