@@ -35,9 +35,9 @@ from test_mjcf import (  # noqa: E402  (tests/rigid is on sys.path under pytest)
 
 from constrax.rigid._tree._tree_dynamics import (  # noqa: E402
     TreeDynamics,
-    _Layout,
     solve_with_norm_rows,
 )
+from constrax.rigid._tree._tree_layout import _Layout  # noqa: E402
 
 D = mujoco.mjtDisableBit
 
