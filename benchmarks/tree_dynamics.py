@@ -1,5 +1,5 @@
 r"""Unconstrained forward dynamics of imported MJCF trees: the tree path (composite rigid
-body + recursive Newton–Euler, `constrax.rigid._tree_dynamics`) vs the Lagrangian path
+body + recursive Newton–Euler, `constrax.rigid._tree._tree_dynamics`) vs the Lagrangian path
 (autodiff of the imported Lagrangian, the engine's `euler_lagrange_terms`).
 
 Usage: `python benchmarks/tree_dynamics.py [--quick] [--out benchmarks/results]`. Writes
@@ -76,7 +76,7 @@ def measure_one(case: str, path: str, batch: int, repeats: int) -> dict:
     import numpy as np
 
     import constrax as cx
-    from constrax.rigid._tree_dynamics import TreeDynamics, solve_with_norm_rows
+    from constrax.rigid._tree._tree_dynamics import TreeDynamics, solve_with_norm_rows
 
     try:  # the autodiff terms are moving out of _system.py
         from constrax._terms import euler_lagrange_terms

@@ -1,6 +1,8 @@
 r"""Consistent initial states: the projection of a state onto the constraint manifold
-(`consistent_initial_state`) and the checks `simulate` makes of its initial state
-(docs/concepts/stabilisation.md)."""
+(`consistent_initial_state`) and the checks `simulate` makes of its initial state, all
+entered through `prepare_initial_state` (docs/concepts/stabilisation.md)."""
+
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -41,6 +43,75 @@ def _row_violation(system, layout, t, q, qd, p, c):
     return viol
 
 
+def prepare_initial_state(
+    system, prescription, constraint_solver, layout, t0, q0, qd0, mu0, p, *, project, tolerance
+):
+    r"""The initial state `simulate` integrates from, prepared in one place: `(q0, qd0)`
+    projected onto the constraints (`project`: `consistent_initial_state`, whose own check
+    replaces the one below), or checked against them — every row within `tolerance`
+    (default $\max(10^{-8}, 1000\epsilon)$ of the dtype; no check without rows) — and, where
+    `constraint_solver` does not see a mass matrix that is indefinite on ker A (e.g. a
+    negative mass), the mass matrix checked once, here (`check_initial_state`)."""
+    if project:
+        q0, qd0 = consistent_initial_state(system, t0, q0, qd0, p, tolerance=tolerance)
+        tolerance = None  # projected: nothing left to check
+    elif sum(layout.counts) == 0:
+        tolerance = None
+    elif tolerance is None:
+        tolerance = default_initial_tolerance(q0.dtype)
+    mass = not constraint_solver.checks_mass_matrix
+    if mass or tolerance is not None:
+        q0 = check_initial_state(system, prescription, layout, t0, q0, qd0, mu0, p, tolerance, mass)
+    return q0, qd0
+
+
+class _InitialTerms(NamedTuple):
+    """What the checks of an initial state read (`None` where not needed)."""
+
+    violation: Array | None  # per row (`_row_violation`)
+    W: Array | None
+    A: Array | None
+
+
+def _initial_terms(system, prescription, layout, state, rows: bool, mass: bool):
+    """The terms of the checks, gathered in one pass on `stop_gradient`-ed values, without
+    bias terms: the rows $c$ (with $A$ from the same trace where the mass is checked), their
+    violation, and $W$."""
+    t, q, qd, mu, p = jax.lax.stop_gradient(state)
+    A = W = violation = None
+    if mass:
+        A, c, _ = constraint_terms(system, t, q, qd, p, bias=False)
+    elif rows:
+        c = stacked_residual(system, p)(t, q, qd)
+    if rows:
+        violation = _row_violation(system, layout, t, q, qd, p, c)
+    if mass:
+        W, _ = prescribed_terms(prescription, system, t, q, qd, mu, p, bias=False)
+    return _InitialTerms(violation, W, A)
+
+
+def _check_rows(q, violation, layout, tolerance, where):
+    """`q`, or an error naming the row that violates its constraint by more than
+    `tolerance`."""
+    msgs = [
+        f"{where}: the initial state violates constraint row {name} by more than "
+        f"initial_tolerance={tolerance:g}. Project it with "
+        "cx.consistent_initial_state(...), "
+        + ("pass project_initial=True, " if where == "constrax.simulate" else "")
+        + "or raise initial_tolerance."
+        for name in layout.names
+    ]
+    return eqx.branched_error_if(q, jnp.max(violation) > tolerance, jnp.argmax(violation), msgs)
+
+
+def _check_mass(q, W, A, where):
+    """`q`, or an error if the mass matrix `W` is not positive definite on ker `A`."""
+    factor = UdwadiaKalaba(throw=False).factor(W, A).L
+    n = q.shape[0]
+    bad = ~jnp.all(jnp.isfinite(jnp.ravel(factor)[:: n + 1]))
+    return checked(q, bad, f"{where}: at the initial state, " + _MASS_MSG)
+
+
 def check_initial_state(
     system, prescription, layout, t, q, qd, mu, p, tolerance, mass, where="constrax.simulate"
 ):
@@ -50,30 +121,14 @@ def check_initial_state(
 
     Checks, not results: they run on `stop_gradient`-ed values, so that differentiating
     `simulate` traces no tangent of them, and build $W$ and $A$ without their bias terms;
-    the rows $c$ come with $A$ from one trace where both checks run.
+    the rows $c$ come with $A$ from one trace where both checks run (`_initial_terms`).
     """
-    t_, q_, qd_, mu_, p_ = jax.lax.stop_gradient((t, q, qd, mu, p))
+    rows = tolerance is not None
+    terms = _initial_terms(system, prescription, layout, (t, q, qd, mu, p), rows, mass)
+    if rows:
+        q = _check_rows(q, terms.violation, layout, tolerance, where)
     if mass:
-        A, c, _ = constraint_terms(system, t_, q_, qd_, p_, bias=False)
-    elif tolerance is not None:
-        c = stacked_residual(system, p_)(t_, q_, qd_)
-    if tolerance is not None:
-        viol = _row_violation(system, layout, t_, q_, qd_, p_, c)
-        msgs = [
-            f"{where}: the initial state violates constraint row {name} by more than "
-            f"initial_tolerance={tolerance:g}. Project it with "
-            "cx.consistent_initial_state(...), "
-            + ("pass project_initial=True, " if where == "constrax.simulate" else "")
-            + "or raise initial_tolerance."
-            for name in layout.names
-        ]
-        q = eqx.branched_error_if(q, jnp.max(viol) > tolerance, jnp.argmax(viol), msgs)
-    if mass:
-        W, _ = prescribed_terms(prescription, system, t_, q_, qd_, mu_, p_, bias=False)
-        factor = UdwadiaKalaba(throw=False).factor(W, A).L
-        n = q.shape[0]
-        bad = ~jnp.all(jnp.isfinite(jnp.ravel(factor)[:: n + 1]))
-        q = checked(q, bad, f"{where}: at the initial state, " + _MASS_MSG)
+        q = _check_mass(q, terms.W, terms.A, where)
     return q
 
 

@@ -7,14 +7,10 @@ fault. What the checks find is the `RowLayout` of the system: how many rows each
 has, which of them have a position level, and their names.
 """
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import jax
 import numpy as np
-
-if TYPE_CHECKING:
-    from ._system import System
-
 
 _TRACE_ERRORS = (TypeError, ValueError, IndexError, KeyError, AttributeError, ZeroDivisionError)
 
@@ -83,9 +79,11 @@ class RowLayout(NamedTuple):
     """A label `"name[i]"` for every stacked row."""
 
 
-def row_layout(system: "System", t, q, qd, p) -> RowLayout:
+def row_layout(system, t, q, qd, p) -> RowLayout:
     """Check every user function's output shape at trace time (`jax.eval_shape`, once
-    each); return the row counts, the position-level mask and the row names.
+    each) of `system` (a `System`; not imported here, since `_system` imports the
+    constraint kinds that import this module); return the row counts, the position-level
+    mask and the row names.
 
     Raises `ValueError` naming the function, the constraint and the shapes at fault.
     """

@@ -3,8 +3,13 @@ r"""`simulate`: integrate the constrained equations of motion with diffrax
 
 The state is $(q, \dot q)$, plus $\mu$ under the vakonomic prescription; the vector field
 is `_dynamics._step`. Every diffrax solver, step-size controller, `SaveAt`, adjoint and
-progress meter passes through unchanged. The result is a `Trajectory` (`_trajectory.py`);
-the initial state is projected or checked by `_initial_state.py`.
+progress meter passes through unchanged. The result is a `Trajectory` (`_trajectory.py`).
+
+`simulate` is a composition of named steps, each entered once: `_check` (the arguments),
+`prepare_initial_state` (`_initial_state.py`: the initial state projected, or checked,
+in one place), `_build_terms` (the vector field, the step-size controller and the solver),
+`_integrate` (`diffrax.diffeqsolve`) and `_trajectory` (the result, with the checks of a
+failed solve attached).
 """
 
 from typing import Any
@@ -29,7 +34,7 @@ from ._compilation import compiled
 from ._custom_types import Params
 from ._dynamics import _step, check_mu, project_state
 from ._guards import attach_check
-from ._initial_state import check_initial_state, consistent_initial_state
+from ._initial_state import prepare_initial_state
 from ._layout import row_layout
 from ._prescriptions import AbstractPrescription, DAlembert
 from ._solve import KKT, AbstractConstraintSolver, AutoSolver
@@ -43,7 +48,6 @@ from ._step_size import stability_polynomial, trace_state_clean, warn_if_unstabl
 from ._system import System
 from ._tolerances import (
     consistency_rtol as default_consistency_rtol,
-    initial_tolerance as default_initial_tolerance,
     integration_tolerance,
 )
 from ._trajectory import Trajectory
@@ -294,11 +298,60 @@ def simulate(
     traj.q, traj.energy()
     ```
     """
-    #
-    # Initial set-up
-    #
+    t0, t1, t0a, q0, qd0, mu0, p, layout, consistency_rtol = _check(
+        system,
+        q0,
+        qd0,
+        p,
+        mu0,
+        times=(t0, t1, dt0),
+        options=(prescription, constraint_solver, stabilisation, consistency_rtol),
+        diffrax_options=(solver, stepsize_controller, saveat, adjoint),
+    )
+    q0, qd0 = prepare_initial_state(
+        system,
+        prescription,
+        constraint_solver,
+        layout,
+        t0a,
+        q0,
+        qd0,
+        mu0,
+        p,
+        project=project_initial,
+        tolerance=initial_tolerance,
+    )
+    vf, solver, stepsize_controller, saveat = _build_terms(
+        system,
+        layout,
+        q0.dtype,
+        options=(prescription, constraint_solver, stabilisation, consistency_rtol),
+        diffrax_options=(solver, stepsize_controller, saveat, adjoint),
+    )
+    y0 = (q0, qd0) if mu0 is None else (q0, qd0, mu0)
+    sol = _integrate(
+        vf,
+        solver,
+        (t0, t1, dt0),
+        y0,
+        p,
+        saveat=saveat,
+        stepsize_controller=stepsize_controller,
+        adjoint=adjoint,
+        max_steps=max_steps,
+        progress_meter=progress_meter,
+    )
+    return _trajectory(sol, vf, p, multipliers=mu0 is not None, throw=throw)
 
-    # Error checking
+
+def _check(system, q0, qd0, p, mu0, *, times, options, diffrax_options):
+    """Step 1 of `simulate`, the checks of its arguments (at trace time where they can be,
+    `equinox.error_if` otherwise): the system, the options, the times, the state, the
+    multipliers and the parameters (finite). Returns the times (`t0a`: `t0` as an array of
+    the state's dtype), the state, `p`, the rows' layout and the resolved
+    `consistency_rtol`."""
+    prescription, constraint_solver, stabilisation, consistency_rtol = options
+    solver, stepsize_controller, saveat, adjoint = diffrax_options
     check_system(system)
     check_options(
         prescription=prescription, constraint_solver=constraint_solver, stabilisation=stabilisation
@@ -306,11 +359,11 @@ def simulate(
     check_diffrax_options(
         solver=solver, stepsize_controller=stepsize_controller, saveat=saveat, adjoint=adjoint
     )
-    t0, t1 = check_times(t0, t1, dt0)
+    t0, t1 = check_times(*times)
     q0, qd0 = check_state(q0, qd0)
     t0a = as_time(t0, q0)
     layout = row_layout(system, t0a, q0, qd0, p)
-    m, mask = sum(layout.counts), layout.mask
+    m = sum(layout.counts)
     if prescription.multiplier_state and mu0 is None:
         mu0 = jnp.zeros((m,), q0.dtype)
     mu0 = check_mu(prescription, mu0, m, q0.dtype)
@@ -319,70 +372,51 @@ def simulate(
     p = _check_finite(p, "p")
     if mu0 is not None:
         mu0 = _check_finite(mu0, "mu0")
-
-    # Initial state: projected, or checked
-    if project_initial:
-        q0, qd0 = consistent_initial_state(system, t0a, q0, qd0, p, tolerance=initial_tolerance)
-        initial_tolerance = None  # projected: nothing left to check
-    elif m == 0:
-        initial_tolerance = None
-    elif initial_tolerance is None:
-        initial_tolerance = default_initial_tolerance(q0.dtype)
-    # A solver whose factorisation does not see a mass matrix that is indefinite on ker A
-    # (e.g. a negative mass) gets it checked once, at the initial state.
-    mass = not constraint_solver.checks_mass_matrix
-    if mass or initial_tolerance is not None:
-        q0 = check_initial_state(
-            system, prescription, layout, t0a, q0, qd0, mu0, p, initial_tolerance, mass
-        )
-    y0 = (q0, qd0) if mu0 is None else (q0, qd0, mu0)
-
-    # Defaults
-    if stepsize_controller is None:
-        tol = integration_tolerance(q0.dtype)
-        dtmax = stabilisation_dtmax(stabilisation, bool(system.constraints))
-        stepsize_controller = diffrax.PIDController(rtol=tol, atol=tol, dtmax=dtmax)
-    if saveat is None:
-        saveat = diffrax.SaveAt(t1=True)
     if consistency_rtol is _DEFAULT:
         consistency_rtol = default_consistency_rtol(q0.dtype)
     elif isinstance(consistency_rtol, str):
         raise ValueError(
             f"`consistency_rtol` must be a non-negative float or None, got {consistency_rtol!r}"
         )
+    return t0, t1, t0a, q0, qd0, mu0, p, layout, consistency_rtol
 
-    # The vector field, and the solver (a stabilisation may also act between its steps)
+
+def _build_terms(system, layout, dtype, *, options, diffrax_options):
+    """Step 3 of `simulate`: the vector field and what integrates it. The default step-size
+    controller (`PIDController` at `integration_tolerance`, steps capped by the
+    stabilisation's rate), the default `SaveAt(t1=True)`, and the solver wrapped by the
+    stabilisation where it acts between steps (`StepProjection`; not under
+    `BacksolveAdjoint`, whose adjoint ODE has no step to act between)."""
+    prescription, constraint_solver, stabilisation, consistency_rtol = options
+    solver, stepsize_controller, saveat, adjoint = diffrax_options
+    if stepsize_controller is None:
+        tol = integration_tolerance(dtype)
+        dtmax = stabilisation_dtmax(stabilisation, bool(system.constraints))
+        stepsize_controller = diffrax.PIDController(rtol=tol, atol=tol, dtmax=dtmax)
+    if saveat is None:
+        saveat = diffrax.SaveAt(t1=True)
     vf = _VectorField(
-        system, prescription, constraint_solver, stabilisation, mask, consistency_rtol
+        system, prescription, constraint_solver, stabilisation, layout.mask, consistency_rtol
     )
-    # Not under the continuous adjoint: its adjoint ODE has no step to act between.
+    m = sum(layout.counts)
     if stabilisation is not None and m > 0 and not isinstance(adjoint, diffrax.BacksolveAdjoint):
         solver = stabilisation.wrap_solver(solver, vf)
+    return vf, solver, stepsize_controller, saveat
 
-    #
-    # Main loop
-    #
 
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(vf),
-        solver,
-        t0,
-        t1,
-        dt0,
-        y0,
-        args=p,
-        saveat=saveat,
-        stepsize_controller=stepsize_controller,
-        adjoint=adjoint,
-        max_steps=max_steps,
-        progress_meter=progress_meter,
-        throw=False,
+def _integrate(vf, solver, times, y0, p, **diffrax_options):
+    """Step 4 of `simulate`: `diffrax.diffeqsolve` of the vector field from `y0`, with
+    `throw=False` (`_trajectory` attaches the checks of the result)."""
+    t0, t1, dt0 = times
+    return diffrax.diffeqsolve(
+        diffrax.ODETerm(vf), solver, t0, t1, dt0, y0, args=p, throw=False, **diffrax_options
     )
 
-    #
-    # Finish up
-    #
 
+def _trajectory(sol, vf: _VectorField, p, *, multipliers: bool, throw: bool) -> Trajectory:
+    """Step 5 of `simulate`: the `Trajectory` of the solution, with (`throw`) an error
+    attached to its values where the solve failed: max steps, another failure, or
+    non-finite values."""
     ys = sol.ys
     if throw and ys is not None:
         ok = sol.result == diffrax.RESULTS.successful
@@ -396,16 +430,16 @@ def simulate(
         q = qd = mu = None
     else:
         q, qd = ys[0], ys[1]
-        mu = ys[2] if mu0 is not None else None
+        mu = ys[2] if multipliers else None
     return Trajectory(
         ts=sol.ts,
         q=q,
         qd=qd,
         mu=mu,
         solution=sol,
-        system=system,
+        system=vf.system,
         p=p,
-        prescription=prescription,
-        constraint_solver=constraint_solver,
-        stabilisation=stabilisation,
+        prescription=vf.prescription,
+        constraint_solver=vf.solver,
+        stabilisation=vf.stabilisation,
     )

@@ -506,7 +506,7 @@ def test_body_frames_match_mujoco_kinematics_on_a_branched_tree():
     `TreeBody` and the connect/weld rows read), all frames at once (`frames`) and the
     level-by-level frames of the tree dynamics equal MuJoCo's data.xpos/xmat after
     mj_kinematics, one state at a time under jit and a batch under vmap."""
-    from constrax.rigid._tree_dynamics import TreeDynamics
+    from constrax.rigid._tree._tree_dynamics import TreeDynamics
 
     m = mujoco.MjModel.from_xml_string(BRANCHED_XML)
     imported = cx.rigid.from_mjcf(m)
@@ -704,7 +704,7 @@ def test_unsupported_elements_raise_naming_them(xml, match):
 def test_equality_builders_dispatch_on_mujocos_kinds():
     """One builder per converted mjtEq kind; a kind without one raises the feature check's
     words (were the check bypassed)."""
-    from constrax.rigid._mjcf_equalities import (
+    from constrax.rigid._tree._mjcf_equalities import (
         EQUALITY_BUILDERS,
         connect,
         equality_constraints,

@@ -1,4 +1,4 @@
-"""The tree path (`rigid/_tree_dynamics.py`: composite-rigid-body mass matrix, recursive
+"""The tree path (`rigid/_tree/_tree_dynamics.py`: composite-rigid-body mass matrix, recursive
 Newton–Euler bias, level-by-level kinematics) against two references nobody here derived
 for it:
 
@@ -33,11 +33,11 @@ from test_mjcf import (  # noqa: E402  (tests/rigid is on sys.path under pytest)
     _xml,
 )
 
-from constrax.rigid._tree_dynamics import (  # noqa: E402
+from constrax.rigid._tree._tree_dynamics import (  # noqa: E402
     TreeDynamics,
-    _Layout,
     solve_with_norm_rows,
 )
+from constrax.rigid._tree._tree_layout import _Layout  # noqa: E402
 
 D = mujoco.mjtDisableBit
 

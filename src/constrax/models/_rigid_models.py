@@ -8,8 +8,7 @@ import jax.numpy as jnp
 
 from .._constraints import Holonomic, Pfaffian
 from .._system import System
-from ..rigid._body import RigidBody
-from ..rigid._contacts import (
+from ..rigid._contact._contacts import (
     Disk,
     Plane,
     Sphere,
@@ -17,9 +16,14 @@ from ..rigid._contacts import (
     rolling_contact,
     rotating_plane,
 )
-from ..rigid._friction import combine_forces, viscous_rolling_friction, viscous_spin_friction
-from ..rigid._orientation import AbstractOrientation, Quaternion, RotationMatrix
-from ..rigid._so3 import cross, euler_zxz_to_rotation, rotation_from_axis_angle
+from ..rigid._contact._friction import (
+    combine_forces,
+    viscous_rolling_friction,
+    viscous_spin_friction,
+)
+from ..rigid._kinematics._body import RigidBody
+from ..rigid._kinematics._orientation import AbstractOrientation, Quaternion, RotationMatrix
+from ..rigid._kinematics._so3 import cross, euler_zxz_to_rotation, rotation_from_axis_angle
 from ._model import Model, resolve_params
 
 _Z = jnp.array([0.0, 0.0, 1.0])

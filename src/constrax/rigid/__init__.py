@@ -13,57 +13,48 @@ derivative rules reuse the value, so derivatives of every order stay products (c
 kernels under XLA:CPU than the repeated divisions of `1 / x` or `jnp.sqrt`).
 """
 
-from ._body import (
-    AbstractRigidBody as AbstractRigidBody,
-    RigidBody as RigidBody,
-    check_inertia as check_inertia,
-    check_mass as check_mass,
-)
-from ._contacts import (
+from ._contact import (
+    ContactTrajectory as ContactTrajectory,
     Disk as Disk,
+    FrictionalContact as FrictionalContact,
     Plane as Plane,
+    PrimaryConstraintAnalysis as PrimaryConstraintAnalysis,
     Sphere as Sphere,
+    angular_rows as angular_rows,
     angular_velocity_constraint as angular_velocity_constraint,
     body_constraints as body_constraints,
+    body_force as body_force,
+    combine_forces as combine_forces,
     contact_offset as contact_offset,
+    coulomb_rolling_friction as coulomb_rolling_friction,
+    coulomb_spin_friction as coulomb_spin_friction,
     interconnection as interconnection,
     knife_edge as knife_edge,
     no_slip as no_slip,
     plane_contact as plane_contact,
+    primary_constraint_analysis as primary_constraint_analysis,
     rolling_contact as rolling_contact,
     rotating_plane as rotating_plane,
-    translational_velocity_constraint as translational_velocity_constraint,
-)
-from ._degeneracy import (
-    PrimaryConstraintAnalysis as PrimaryConstraintAnalysis,
-    angular_rows as angular_rows,
-    primary_constraint_analysis as primary_constraint_analysis,
+    simulate_contacts as simulate_contacts,
+    sliding_friction as sliding_friction,
     translational_rows as translational_rows,
+    translational_velocity_constraint as translational_velocity_constraint,
     twist_analysis as twist_analysis,
     twist_rows as twist_rows,
-)
-from ._friction import (
-    body_force as body_force,
-    combine_forces as combine_forces,
-    coulomb_rolling_friction as coulomb_rolling_friction,
-    coulomb_spin_friction as coulomb_spin_friction,
-    sliding_friction as sliding_friction,
     viscous_rolling_friction as viscous_rolling_friction,
     viscous_spin_friction as viscous_spin_friction,
 )
-from ._frictional_contact import FrictionalContact as FrictionalContact
-from ._kinematic_tree import KinematicTree as KinematicTree
-from ._mjcf import MJCFSystem as MJCFSystem, from_mjcf as from_mjcf
-from ._mjcf_checks import MJCFError as MJCFError, MJCFWarning as MJCFWarning
-from ._orientation import (
+from ._kinematics import (
     AbstractOrientation as AbstractOrientation,
+    AbstractRigidBody as AbstractRigidBody,
     EulerZXZ as EulerZXZ,
     Quaternion as Quaternion,
+    RigidBody as RigidBody,
     RotationMatrix as RotationMatrix,
-)
-from ._so3 import (
     body_angular_velocity as body_angular_velocity,
     body_translational_velocity as body_translational_velocity,
+    check_inertia as check_inertia,
+    check_mass as check_mass,
     euler_zxz_to_rotation as euler_zxz_to_rotation,
     hat as hat,
     orthonormality_residual as orthonormality_residual,
@@ -82,9 +73,12 @@ from ._so3 import (
     spatial_translational_velocity as spatial_translational_velocity,
     vee as vee,
 )
-from ._switching import (
-    ContactTrajectory as ContactTrajectory,
-    simulate_contacts as simulate_contacts,
+from ._tree import (
+    KinematicTree as KinematicTree,
+    MJCFError as MJCFError,
+    MJCFSystem as MJCFSystem,
+    MJCFWarning as MJCFWarning,
+    TreeBody as TreeBody,
+    TreeDynamics as TreeDynamics,
+    from_mjcf as from_mjcf,
 )
-from ._tree_body import TreeBody as TreeBody
-from ._tree_dynamics import TreeDynamics as TreeDynamics

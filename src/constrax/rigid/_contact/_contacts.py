@@ -27,10 +27,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._constraints import AbstractConstraint, Holonomic, Pfaffian
-from .._tolerances import rounding_tolerance
-from ._body import AbstractRigidBody, check_point
-from ._so3 import cross, safe_rsqrt, safe_sqrt
+from ..._constraints import AbstractConstraint, Holonomic, Pfaffian
+from ..._tolerances import rounding_tolerance
+from .._kinematics._body import AbstractRigidBody, check_point
+from .._kinematics._so3 import cross, safe_rsqrt, safe_sqrt
 
 _FRAMES = ("body", "spatial")
 

@@ -27,8 +27,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._constraints import AbstractConstraint
-from ._body import AbstractRigidBody
+from ..._constraints import AbstractConstraint
+from .._kinematics._body import AbstractRigidBody
+from .._kinematics._so3 import safe_sqrt
 from ._contacts import (
     Disk,
     Plane,
@@ -42,7 +43,6 @@ from ._contacts import (
     rolling_contact,
 )
 from ._friction import body_force
-from ._so3 import safe_sqrt
 
 #: The modes of a `FrictionalContact`, in the order of their integer codes.
 MODES = ("rolling", "sliding")

@@ -43,18 +43,17 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
-import constrax as cx
-
-from .._guards import attach_check
-from .._initial_state import check_initial_state
-from .._layout import row_layout
-from .._stabilisation import Projection
-from .._state_length import length_mismatch_error
-from .._tolerances import initial_tolerance as default_initial_tolerance
+from ..._guards import attach_check
+from ..._initial_state import check_initial_state
+from ..._layout import row_layout
+from ..._stabilisation import Projection
+from ..._state_length import length_mismatch_error
+from ..._tolerances import initial_tolerance as default_initial_tolerance
+from .._kinematics._so3 import safe_rsqrt, safe_sqrt
+from . import _engine as cx
 from ._contact_checks import check_contacts
 from ._contacts import _param
 from ._frictional_contact import MODES, ROLLING, SLIDING, FrictionalContact, mode_code
-from ._so3 import safe_rsqrt, safe_sqrt
 
 # Status codes of a run (`ContactTrajectory.status`).
 OK, LIFT_OFF, ZENO, FAILED, INCONSISTENT = 0, 1, 2, 3, 4

@@ -14,11 +14,11 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
-from .._constraints import AbstractConstraint
-from .._state import as_float, as_time, check_state, shape_error
-from .._tolerances import rank_rtol
-from ._body import AbstractRigidBody, RigidBody
-from ._so3 import cross
+from ..._constraints import AbstractConstraint
+from ..._state import as_float, as_time, check_state, shape_error
+from ..._tolerances import rank_rtol
+from .._kinematics._body import AbstractRigidBody, RigidBody
+from .._kinematics._so3 import cross
 
 
 def _rows3(x, name) -> Array:

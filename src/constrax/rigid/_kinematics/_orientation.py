@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._tolerances import tolerance
+from ..._tolerances import tolerance
 from ._so3 import (
     body_angular_velocity,
     euler_zxz_to_rotation,

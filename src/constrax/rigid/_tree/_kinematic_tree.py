@@ -19,9 +19,9 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .._kinematics._orientation import Quaternion
+from .._kinematics._so3 import quaternion_multiply, quaternion_to_rotation
 from ._mjcf_checks import _BALL, _FREE, _SLIDE
-from ._orientation import Quaternion
-from ._so3 import quaternion_multiply, quaternion_to_rotation
 
 _QUATERNION = Quaternion()
 

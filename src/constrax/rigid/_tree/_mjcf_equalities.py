@@ -30,10 +30,10 @@ from collections.abc import Callable
 import jax.numpy as jnp
 import numpy as np
 
-from .._constraints import AbstractConstraint, Holonomic
+from ..._constraints import AbstractConstraint, Holonomic
+from .._kinematics._so3 import quaternion_to_rotation
 from ._kinematic_tree import KinematicTree
 from ._mjcf_checks import UNSUPPORTED_EQUALITY, MJCFError
-from ._so3 import quaternion_to_rotation
 
 # MuJoCo's `mjtEq` values of the converted kinds (`mujoco.mjtEq.mjEQ_CONNECT`, ...).
 _CONNECT, _WELD, _JOINT = 0, 1, 2

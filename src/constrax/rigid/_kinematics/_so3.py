@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from .._state import as_float, shape_error
+from ..._state import as_float, shape_error
 
 
 def _as3(x, name: str) -> Array:

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._body import AbstractRigidBody, check_point
+from .._kinematics._body import AbstractRigidBody, check_point
 from ._kinematic_tree import KinematicTree
 
 

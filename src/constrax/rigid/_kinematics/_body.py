@@ -27,9 +27,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._constraints import Holonomic
-from .._state import as_float, shape_error
-from .._tolerances import rounding_tolerance
+from ..._constraints import Holonomic
+from ..._state import as_float, shape_error
+from ..._tolerances import rounding_tolerance
 from ._orientation import AbstractOrientation, Quaternion, check_rotation
 from ._so3 import cross
 

@@ -17,8 +17,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._custom_types import ForceFn
-from ._body import AbstractRigidBody, check_point
+from ..._custom_types import ForceFn
+from .._kinematics._body import AbstractRigidBody, check_point
 from ._contacts import (
     Plane,
     _check_body,
