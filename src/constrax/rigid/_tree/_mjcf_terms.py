@@ -204,7 +204,10 @@ def model_force(m, mujoco, tree: KinematicTree, transmissions, control) -> Calla
             lo, hi = p["actuator_ctrlrange"][:, 0], p["actuator_ctrlrange"][:, 1]
             u = jnp.where(ctrl_limited, jnp.clip(u, lo, hi), u)
             gear = p["actuator_gear"][:, 0]
-            length, speed = gear * (act_q @ q), gear * (act_v @ v)
+            # The transmission's constant coefficients in the state's dtype (NumPy's float64
+            # would promote a float32 state's force).
+            length = gear * (jnp.asarray(act_q, q.dtype) @ q)
+            speed = gear * (jnp.asarray(act_v, q.dtype) @ v)
             gp, bp = p["actuator_gainprm"], p["actuator_biasprm"]
             gain = gp[:, 0] + jnp.where(gain_affine, gp[:, 1] * length + gp[:, 2] * speed, 0.0)
             bias = jnp.where(bias_affine, bp[:, 0] + bp[:, 1] * length + bp[:, 2] * speed, 0.0)
@@ -213,14 +216,14 @@ def model_force(m, mujoco, tree: KinematicTree, transmissions, control) -> Calla
             tau = jnp.where(force_limited, jnp.clip(tau, flo, fhi), tau)
             # MuJoCo's qfrc_actuator = moment^T force (moment = gear x the transmission's
             # coefficients), clamped where a joint has an actuatorfrcrange.
-            qfrc = act_v.T @ jnp.where(act_on, gear * tau, 0.0)
+            qfrc = jnp.asarray(act_v, q.dtype).T @ jnp.where(act_on, gear * tau, 0.0)
             if frc_limited.any():
                 qlo, qhi = p["dof_actfrcrange"][:, 0], p["dof_actfrcrange"][:, 1]
                 qfrc = jnp.where(frc_limited, jnp.clip(qfrc, qlo, qhi), qfrc)
             f = f + qfrc
         # Q = J^T f with qvel = J(q) qd (linear in qd): one reverse pass.
         _, vjp = jax.vjp(lambda x: tree.qvel(q, x), qd)
-        return vjp(f)[0]
+        return vjp(f.astype(qd.dtype))[0]
 
     return force
 
