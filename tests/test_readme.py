@@ -74,6 +74,7 @@ _DISTRIBUTION = {
     "optax": "optax",
     "sympy": "sympy",
     "sympy2jax": "sympy2jax",
+    "tqdm": "tqdm",
 }
 # Modules that come with constrax itself, its required dependencies (scipy with jax) or
 # Python's standard library (tomllib from 3.11).

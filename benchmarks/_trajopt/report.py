@@ -24,9 +24,10 @@ def _esc(s) -> str:
     return str(s).replace("|", "\\|")
 
 
-def markdown(result: dict) -> str:
+def _preamble(result: dict) -> list[str]:
+    """The run's date, machine, versions, options and note, and what the columns mean."""
     m = result["machine"]
-    lines = [
+    return [
         "# Trajectory optimisation benchmarks (CPU)",
         "",
         f"- date (UTC): {m['date_utc']}; wall time of the run {result['wall_s']:.0f} s",
@@ -51,6 +52,10 @@ def markdown(result: dict) -> str:
         f"{result['config']['compile_repeats']}.",
         "",
     ]
+
+
+def _rows_table(result: dict) -> list[str]:
+    """One line per row of the run: objective, status, iterations, times, errors."""
     header = [
         "problem",
         "N",
@@ -107,8 +112,12 @@ def markdown(result: dict) -> str:
                 _e(r["replay_error"]),
             ]
         )
-    lines += md_table(header, rows)
-    lines += [
+    return md_table(header, rows)
+
+
+def _first_solves(result: dict) -> list[str]:
+    """constrax's first solve minus its median warm solve, per structure."""
+    lines = [
         "",
         "First constrax solve minus the median warm solve (compile as a user sees it):",
         "",
@@ -120,6 +129,12 @@ def markdown(result: dict) -> str:
                 f"{r['first_minus_warm_s']:.1f} s "
                 f"(NLP {r['nlp_variables']} variables, {r['nlp_constraints']} constraints)"
             )
+    return lines
+
+
+def _interleaved_table(result: dict) -> list[str]:
+    """The interleaved pairs of CasADi and constrax solves, if the run made them."""
+    lines = []
     pairs = result.get("interleaved")
     if pairs:
         lines += [
@@ -145,6 +160,12 @@ def markdown(result: dict) -> str:
         ]
         header = ["N", "programs", "casadi s", "constrax s", "iterations", "constrax / casadi"]
         lines += md_table(header, rows)
+    return lines
+
+
+def _survey_table(result: dict) -> list[str]:
+    """The seeded starts: how many of each contender reach the optimum."""
+    lines = []
     survey = result.get("survey")
     if survey:
         lines += [
@@ -177,5 +198,13 @@ def markdown(result: dict) -> str:
             "objectives of the others",
         ]
         lines += md_table(header, rows)
+    return lines
+
+
+def markdown(result: dict) -> str:
+    """`trajopt_cpu.md`: the preamble, the rows, the first solves, the interleaved pairs
+    and the seed survey."""
+    lines = _preamble(result) + _rows_table(result) + _first_solves(result)
+    lines += _interleaved_table(result) + _survey_table(result)
     lines.append("")
     return "\n".join(lines)
