@@ -203,7 +203,7 @@ def _survey_table(result: dict) -> list[str]:
 
 def markdown(result: dict) -> str:
     """`trajopt_cpu.md`: the preamble, the rows, the first solves, the interleaved pairs
-    and the seed survey."""
+    and the survey of seeded starts."""
     lines = _preamble(result) + _rows_table(result) + _first_solves(result)
     lines += _interleaved_table(result) + _survey_table(result)
     lines.append("")
