@@ -11,15 +11,13 @@ import pytest
 import sympy as sp
 
 import constrax as cx
+from constrax._accessibility import accessibility_rank, distribution_fields, lie_bracket
 from constrax._geometry import (
-    accessibility_rank,
     constraint_distribution,
     curl,
-    distribution_fields,
     find_singular_configurations,
     frobenius_residual,
     is_integrable,
-    lie_bracket,
 )
 
 KEY = jax.random.PRNGKey(3)

@@ -16,7 +16,7 @@ import jax
 import numpy as np
 import pytest
 
-from constrax.showcase import SECTIONS, main, write_summary
+from constrax.showcase import QUICK_XLA_FLAGS, SECTIONS, main, use_quick_xla_flags, write_summary
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,6 @@ def quick_run(tmp_path_factory, subprocess_xla_flags):
     env = dict(
         os.environ,
         JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"),
-        CONSTRAX_NO_PROGRESS="1",
         MPLBACKEND="Agg",
         XLA_FLAGS=subprocess_xla_flags,
     )
@@ -55,6 +54,9 @@ def test_showcase_quick_runs_every_section(quick_run):
     md = (out / "summary.md").read_text()
     for _, _, title in SECTIONS:
         assert title in md
+    # Output to a pipe, as to a log: no progress bar, nor its fragments or cursor moves.
+    for stream in (proc.stdout, proc.stderr):
+        assert "%|" not in stream and "\x1b[A" not in stream, stream[-2000:]
 
 
 @pytest.mark.slow
@@ -102,6 +104,45 @@ def test_showcase_figures_are_sane(quick_run):
     assert br["success_fraction"] == 1.0 and br["env_steps_per_s"] > 0
     assert br["env_steps"] == br["batch"] * round(br["horizon_s"] / br["dt_env"])
     assert br["max_error_vs_adaptive"] < 1e-6 and br["min_abs_cos_phi"] > 0.1
+
+
+def test_progress_bar_writes_nothing_when_the_output_is_not_a_terminal(capsys):
+    from constrax._showcase._common import progress
+
+    pytest.importorskip("tqdm")
+    assert list(progress(range(3), "sections", total=3)) == [0, 1, 2]
+    captured = capsys.readouterr()  # pytest's capture is not a terminal
+    assert captured.err == "" and captured.out == ""
+
+
+def test_quick_adds_xla_fast_compile_unless_the_user_set_an_optimisation_level(monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_thunk_runtime=true")
+    assert use_quick_xla_flags()
+    assert os.environ["XLA_FLAGS"] == f"--xla_cpu_use_thunk_runtime=true {QUICK_XLA_FLAGS}"
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=2")
+    assert not use_quick_xla_flags()
+    assert os.environ["XLA_FLAGS"] == "--xla_backend_optimization_level=2"
+
+
+def test_xla_flags_set_after_importing_the_showcase_still_reach_xla(tmp_path):
+    """`--quick` sets its XLA flags in `main`, after `import constrax`: that works only if
+    no import starts XLA's backend (an array made at import does). An unknown flag set
+    after the import must still be read: XLA then refuses it and the process stops."""
+    code = (
+        "import os, constrax.showcase\n"
+        "os.environ['XLA_FLAGS'] = '--xla_no_such_flag_for_this_test=1'\n"
+        "import jax.numpy as jnp\n"
+        "jnp.zeros(1).block_until_ready()\n"
+    )
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env.pop("XLA_FLAGS", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "xla_no_such_flag_for_this_test" in proc.stderr, proc.stderr[
+        -2000:
+    ]
 
 
 def test_write_summary_reports_failed_sections(tmp_path):

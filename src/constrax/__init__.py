@@ -7,6 +7,12 @@ and integrates with diffrax.
 """
 
 from . import affine as affine, fit as fit, interop as interop, models as models, rigid as rigid
+from ._accessibility import (
+    AccessibilityResult as AccessibilityResult,
+    accessibility_rank as accessibility_rank,
+    distribution_fields as distribution_fields,
+    lie_bracket as lie_bracket,
+)
 from ._batch import Rollouts as Rollouts, rollout_batch as rollout_batch
 from ._compare import (
     PrescriptionComparison as PrescriptionComparison,
@@ -33,32 +39,24 @@ from ._diagnostics import (
     reaction_power as reaction_power,
 )
 from ._dynamics import Accelerations as Accelerations, accelerations as accelerations
+from ._eigenvalues import (
+    Eigenvalues as Eigenvalues,
+    IllConditionedWarning as IllConditionedWarning,
+    eigenvalues as eigenvalues,
+)
 from ._geometry import (
-    AccessibilityResult as AccessibilityResult,
     ConstraintDistribution as ConstraintDistribution,
     FrobeniusResult as FrobeniusResult,
     SingularConfigurations as SingularConfigurations,
-    accessibility_rank as accessibility_rank,
     constraint_distribution as constraint_distribution,
     curl as curl,
-    distribution_fields as distribution_fields,
     find_singular_configurations as find_singular_configurations,
     frobenius_residual as frobenius_residual,
     is_integrable as is_integrable,
-    lie_bracket as lie_bracket,
 )
 from ._impulse import ImpulsiveJump as ImpulsiveJump, impulsive_jump as impulsive_jump
 from ._initial_state import consistent_initial_state as consistent_initial_state
-from ._linearise import (
-    Eigenvalues as Eigenvalues,
-    IllConditionedWarning as IllConditionedWarning,
-    Linearisation as Linearisation,
-    LQRFeedback as LQRFeedback,
-    closed_loop as closed_loop,
-    eigenvalues as eigenvalues,
-    linearise as linearise,
-    tvlqr as tvlqr,
-)
+from ._linearise import Linearisation as Linearisation, linearise as linearise
 from ._prescriptions import (
     AbstractPrescription as AbstractPrescription,
     DAlembert as DAlembert,
@@ -88,6 +86,7 @@ from ._step_size import StepSizeWarning as StepSizeWarning
 from ._system import System as System
 from ._terms import mass_matrix as mass_matrix
 from ._trajectory import Trajectory as Trajectory
+from ._tvlqr import LQRFeedback as LQRFeedback, closed_loop as closed_loop, tvlqr as tvlqr
 from ._unconstrained import (
     AbstractDynamics as AbstractDynamics,
     LagrangianDynamics as LagrangianDynamics,

@@ -21,7 +21,7 @@ from ._custom_types import (
     Time,
     VelocityConstraintFn,
 )
-from ._layout import row_count, traced_shape
+from ._traced import row_count, traced_shape
 
 
 def row_jacobian(fn, x: Array, k: int) -> Array:

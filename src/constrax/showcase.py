@@ -22,7 +22,11 @@ Runs, in order, on the models of `constrax.models` and bodies built with `cx.rig
 Each section writes its PNG figure(s) into the output folder; `summary.md` and
 `summary.json` collect the measured figures. The folder is named at the end.
 Full mode takes about 4 minutes on 2 CPU cores; `--quick` is a smaller version of
-every section (used by the tests).
+every section (used by the tests), nearly all of it compile time: it compiles with XLA's
+fast settings (`QUICK_XLA_FLAGS`, unless `XLA_FLAGS` sets an optimisation level), which
+cut XLA's compile of the largest program (rolling or sliding) by a third and change the
+results only by rounding (the throughputs a quick run measures are those of less optimised
+programs). `QUICK_WALL_S` says what it measured.
 """
 
 import argparse
@@ -45,6 +49,24 @@ SECTIONS = (
 )
 
 DEFAULT_OUT = "constrax-showcase"
+
+# XLA's fast compile for `--quick` (as the docs build's tutorials and the tests use).
+QUICK_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+# `--quick` on 2 CPU cores (AMD EPYC, jax 0.10.2, 2026-11-28), the machine shared with other
+# jobs (load average 3-4): 130 s wall, 91 s CPU time; the code before the fast compile and
+# the rolling-or-sliding section's quick mode, right after in the same conditions: 139 s
+# wall, 129 s CPU (118 s wall on an idle machine). On idle cores, about its CPU time.
+QUICK_WALL_S = "130 s measured on 2 shared CPU cores; about 90 s on idle ones"
+
+
+def use_quick_xla_flags() -> bool:
+    """Add `QUICK_XLA_FLAGS` to `XLA_FLAGS` unless it sets an optimisation level; True if
+    added. Effective only before JAX starts its backend (the first array made)."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_backend_optimization_level" in flags:
+        return False
+    os.environ["XLA_FLAGS"] = f"{flags} {QUICK_XLA_FLAGS}".strip()
+    return True
 
 
 def _fmt(v) -> str:
@@ -106,8 +128,6 @@ def run_showcase(outdir: str = DEFAULT_OUT, quick: bool = False, sections=None) 
     jax.config.update("jax_enable_x64", True)
     import constrax
 
-    from ._showcase._common import progress
-
     keys = [k for k, _, _ in SECTIONS]
     if sections is not None:
         unknown = [s for s in sections if s not in keys]
@@ -117,7 +137,9 @@ def run_showcase(outdir: str = DEFAULT_OUT, quick: bool = False, sections=None) 
     os.makedirs(outdir, exist_ok=True)
     results = {}
     t0 = time.perf_counter()
-    for key, module, title in progress(chosen, "constrax showcase", total=len(chosen)):
+    # No progress bar over the sections: each prints its own start and end lines, which a
+    # bar would interleave with (and leave fragments of in a log).
+    for key, module, title in chosen:
         print(f"[showcase] {title} ...", flush=True)
         ts, cs = time.perf_counter(), time.process_time()
         try:
@@ -156,7 +178,11 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--out", default=DEFAULT_OUT, help=f"output folder (default ./{DEFAULT_OUT})"
     )
-    parser.add_argument("--quick", action="store_true", help="reduced sizes (about a minute)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"reduced sizes and XLA's fast compile ({QUICK_WALL_S})",
+    )
     parser.add_argument(
         "--sections",
         nargs="+",
@@ -165,6 +191,8 @@ def main(argv=None) -> int:
         help="run only these sections: " + ", ".join(k for k, _, _ in SECTIONS),
     )
     args = parser.parse_args(argv)
+    if args.quick:
+        use_quick_xla_flags()
     try:
         summary = run_showcase(args.out, quick=args.quick, sections=args.sections)
     except ValueError as e:

@@ -31,14 +31,16 @@ def pyplot():
 
 
 def progress(iterable, desc: str, total: int | None = None, enabled: bool = True):
-    """`tqdm` over `iterable` (plain iteration when tqdm is missing or disabled)."""
+    """`tqdm` over `iterable` on a terminal; plain iteration when tqdm is missing, the bar
+    is disabled, or the output is not a terminal (a log or a pipe would keep the bar's
+    fragments and cursor moves)."""
     if not enabled or os.environ.get("CONSTRAX_NO_PROGRESS"):
         return iterable
     try:
-        from tqdm.auto import tqdm
+        from tqdm import tqdm
     except ImportError:  # pragma: no cover - tqdm is in the [examples] extra
         return iterable
-    return tqdm(iterable, desc=desc, total=total, leave=False)
+    return tqdm(iterable, desc=desc, total=total, leave=False, disable=None)
 
 
 @contextmanager

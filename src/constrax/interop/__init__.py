@@ -5,10 +5,9 @@
 not import sympy; the converters do, when called.
 """
 
-from ._sympy import (
-    SympySystem as SympySystem,
+from ._sympy import SympySystem as SympySystem, from_lagrangian as from_lagrangian
+from ._sympy_compile import ConversionError as ConversionError
+from ._sympy_methods import (
     from_kanes_method as from_kanes_method,
     from_lagranges_method as from_lagranges_method,
-    from_lagrangian as from_lagrangian,
 )
-from ._sympy_compile import ConversionError as ConversionError

@@ -5,6 +5,7 @@ constraints); friction, where present, is a generalized force, never a constrain
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._constraints import Holonomic, Pfaffian
 from .._system import System
@@ -26,7 +27,8 @@ from ..rigid._kinematics._orientation import AbstractOrientation, Quaternion, Ro
 from ..rigid._kinematics._so3 import cross, euler_zxz_to_rotation, rotation_from_axis_angle
 from ._model import Model, resolve_params
 
-_Z = jnp.array([0.0, 0.0, 1.0])
+# numpy, not jnp: an array made at import would start XLA before a script sets XLA_FLAGS
+_Z = np.array([0.0, 0.0, 1.0])
 _MATRIX = RotationMatrix()
 _QUATERNION = Quaternion()
 
