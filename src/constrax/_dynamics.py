@@ -17,6 +17,7 @@ from ._checks import check_finite, check_options, check_system
 from ._compilation import compiled
 from ._custom_types import Params, Time
 from ._layout import row_layout
+from ._precision import full_precision
 from ._prescriptions import AbstractPrescription, DAlembert, prescribed_rhs, prescribed_terms
 from ._solve import AbstractConstraintSolver, AutoSolver
 from ._stabilisation import AbstractStabilisation, StepTerms, unstabilised
@@ -107,6 +108,7 @@ class _Step(NamedTuple):
     force: Array  # the generalized force Q at (t, q, qd_used)
 
 
+@full_precision
 def _step(
     system: System,
     prescription: AbstractPrescription,
@@ -167,6 +169,7 @@ def _step(
     )
 
 
+@full_precision
 def project_state(
     system: System,
     prescription: AbstractPrescription,
@@ -199,6 +202,7 @@ def project_state(
 
 
 @compiled(times=("t",), states=("q", "qd", "mu"), params=("p",))
+@full_precision
 def accelerations(
     system: System,
     t: Time,

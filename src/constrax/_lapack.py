@@ -26,6 +26,8 @@ import jax.numpy as jnp
 import jaxlib
 from jax import custom_batching
 
+from ._precision import full_precision
+
 # jaxlib's estimate above which a LAPACK batch is split over the thread pool, with a margin.
 PARALLEL_WORK = 1.5e5
 
@@ -101,6 +103,7 @@ _svd = inline_batches(lambda a: jnp.linalg.svd(a, full_matrices=False))
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+@full_precision
 def pinv(a, rtol):
     r"""The pseudoinverse $a^+$ of a real matrix by its SVD (`inline_batches`), singular
     values below `rtol` times the largest taken as zero, differentiated by the formula of
@@ -115,6 +118,7 @@ def pinv(a, rtol):
 
 
 @pinv.defjvp
+@full_precision
 def _pinv_jvp(rtol, primals, tangents):
     (a,), (da,) = primals, tangents
     p = pinv(a, rtol)

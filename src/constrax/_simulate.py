@@ -36,6 +36,7 @@ from ._dynamics import _step, check_mu, project_state
 from ._guards import attach_check
 from ._initial_state import prepare_initial_state
 from ._layout import row_layout
+from ._precision import full_precision
 from ._prescriptions import AbstractPrescription, DAlembert
 from ._solve import KKT, AbstractConstraintSolver, AutoSolver
 from ._stabilisation import (
@@ -212,6 +213,7 @@ def _check_finite(x, name):
     params=("p",),
     precheck=_precheck,
 )
+@full_precision
 def simulate(
     system: System,
     q0: Float[Array, " n"],

@@ -36,6 +36,7 @@ from jaxtyping import Array, Float, Int
 
 from . import _lapack as lapack
 from ._guards import checked
+from ._precision import full_precision
 from ._tolerances import pivot_rtol, rank_rtol, switch_rtol
 
 _SINGULAR_KKT = (
@@ -215,6 +216,7 @@ def cholesky(A):
 
 
 @cholesky.defjvp
+@full_precision  # traced when differentiated, perhaps outside `full_precision` callers
 def _cholesky_jvp(primals, tangents):
     (A,), (dA,) = primals, tangents
     L = cholesky(A)
@@ -285,7 +287,7 @@ class KKT(AbstractConstraintSolver):
         # factorisation itself. Same forward values; cheaper gradients. K is symmetric
         # (`_factor` symmetrises W), so the cotangent solves are solves with K too.
         out = jax.lax.custom_linear_solve(
-            lambda x: state.K @ x,
+            lambda x: jnp.matmul(state.K, x, precision=jax.lax.Precision.HIGHEST),
             rhs,
             solve=lambda _, x: _lu_solve(state, x),
             symmetric=True,
@@ -342,6 +344,7 @@ class UdwadiaKalaba(AbstractConstraintSolver):
     rtol: float | None = None
     throw: bool = True
 
+    @full_precision
     def factor(self, W, A):
         n, m = W.shape[0], A.shape[0]
         if m == 0:
@@ -448,6 +451,7 @@ class AutoSolver(AbstractConstraintSolver):
         # diffrax's event root find does), so the rematerialised part raises nothing: it
         # says whether the Cholesky factor failed, and the check is made outside it.
         @jax.checkpoint
+        @full_precision  # traced again where a reverse pass rematerialises it
         def operator(K, singular):
             # The rank-robust operator, computed for every element of a batch, from the
             # saddle matrix the LU was taken of (the `cond` then needs no other operand).
