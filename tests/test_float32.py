@@ -22,6 +22,7 @@ Gradients are taken with `project_initial=True`: the initial state follows the
 parameters onto their constraints (see `_run`).
 """
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -117,3 +118,76 @@ def test_model_differentiates_in_float32_with_default_options(name):
 @pytest.mark.parametrize("name", sorted(SLOW_GRADIENTS))
 def test_rigid_model_differentiates_in_float32_with_default_options(name):
     _check(name, gradient=True)
+
+
+def _fixed_step_batch(name: str, x64: bool, solver) -> np.ndarray:
+    """Final states of a batch of four velocity scalings of the model's initial state,
+    200 fixed steps of 1e-3 with `solver` and the default options (`vmap`, `jit`)."""
+    with jax.enable_x64(x64):
+        model = getattr(cx.models, name)()
+
+        def run(scale):
+            traj = cx.simulate(
+                model.system, model.q0, model.qd0 * scale, model.params, t1=0.2, dt0=1e-3,
+                solver=solver, stepsize_controller=diffrax.ConstantStepSize(),
+                project_initial=True, max_steps=201,
+            )  # fmt: skip
+            return jnp.concatenate([traj.q[-1], traj.qd[-1]])
+
+        out = jax.jit(jax.vmap(run))(jnp.linspace(0.5, 1.5, 4))
+        assert out.dtype == (jnp.float64 if x64 else jnp.float32)
+        return np.asarray(out, np.float64)
+
+
+FIXED_STEP_SOLVERS = {"Euler": diffrax.Euler(), "SemiImplicitEuler": cx.SemiImplicitEuler()}
+RIGID = {"tilted_rolling_disk", "ball_on_turntable", "disk_and_link", "free_rigid_body"}
+
+
+@pytest.mark.parametrize("solver", sorted(FIXED_STEP_SOLVERS))
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n in RIGID else n for n in MODELS]
+)
+def test_batched_fixed_step_rollout_runs_in_float32_as_in_float64(name, solver):
+    # The batch user's case (issue: a float32 fixed-step rollout must never raise where the
+    # float64 one runs): both precisions take the same steps, so the float32 state is the
+    # float64 one up to the rounding of 200 steps.
+    ref = _fixed_step_batch(name, True, FIXED_STEP_SOLVERS[solver])
+    out = _fixed_step_batch(name, False, FIXED_STEP_SOLVERS[solver])
+    assert np.all(np.isfinite(out))
+    err = _rel(out, ref)
+    assert err <= STATE_BOUND, f"{name}, {solver}: float32 off by {err:.2e}"
+
+
+def test_imported_mjcf_model_runs_on_float32_states_in_a_float64_process():
+    # Float32 states and parameters with x64 on: the imported force's constant
+    # transmission coefficients used to promote it to float64 (the VJP then refused it).
+    mujoco = pytest.importorskip("mujoco")
+    m = mujoco.MjModel.from_xml_string(
+        '<mujoco><worldbody><body><joint name="j" type="hinge" axis="0 1 0" damping="0.1"/>'
+        '<geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.02"/></body></worldbody>'
+        '<actuator><motor joint="j" gear="2"/></actuator></mujoco>'
+    )
+    m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
+    imported = cx.rigid.from_mjcf(m)
+
+    def as_dtype(tree, dtype):
+        floating = lambda v: np.issubdtype(np.asarray(v).dtype, np.floating)  # noqa: E731
+        return jax.tree.map(lambda v: jnp.asarray(v, dtype) if floating(v) else v, tree)
+
+    with jax.enable_x64(True):
+        p = {
+            k: (
+                jnp.asarray(v, jnp.float32)
+                if np.issubdtype(np.asarray(v).dtype, np.floating)
+                else v
+            )
+            for k, v in dict(imported.params, ctrl=np.array([0.5])).items()
+        }
+        q, qd = jnp.array([0.3], jnp.float32), jnp.array([0.1], jnp.float32)
+        out = cx.accelerations(imported.system, 0.0, q, qd, p)
+        assert out.qdd.dtype == jnp.float32 and bool(jnp.all(jnp.isfinite(out.qdd)))
+        ref = cx.accelerations(
+            imported.system, 0.0, q.astype(jnp.float64), qd.astype(jnp.float64),
+            as_dtype(p, jnp.float64),
+        ).qdd  # fmt: skip
+    np.testing.assert_allclose(out.qdd, ref, rtol=1e-5)
