@@ -170,7 +170,8 @@ def test_rolling_margin_of_pushed_ball_falls_at_two_sevenths_of_push_rate():
     event's Newton root find divides by, is that rate under `jit` (simulate_contacts' default
     stabilisation). With `jnp.min` as the event's minimum, XLA at optimisation level 0 (the
     suite's flags) gave -inf at this state, and the run missed its switch."""
-    from constrax.rigid._contact._switching import DEFAULT_STABILISATION, _Model
+    from constrax.rigid._contact._mode_dynamics import _Model
+    from constrax.rigid._contact._switching import DEFAULT_STABILISATION
 
     p = _params(k=20.0, mu_s=0.3, mu_k=0.2)
     v0 = 0.5

@@ -129,6 +129,162 @@ def _check_control_enters_force(system, control, params, states, t0, t1, n, nu, 
         )
 
 
+def _check_arguments(system, control, params, prescription, constraint_solver) -> int:
+    """The system, the options and the control leaf; returns the control's size `nu`."""
+    if not isinstance(system, System):
+        raise TypeError(f"`system` must be a cx.System, got {type(system).__name__}")
+    check_options(prescription=prescription, constraint_solver=constraint_solver)
+    if system.force is None:
+        raise ValueError(
+            "`system` has no force: the control enters through the force, e.g. "
+            "force=lambda t, q, qd, p: B(q) @ p['u']"
+        )
+    if not callable(control):
+        raise TypeError("`control` must be a function where(params) -> the control array")
+    try:
+        u = control(params)
+    except Exception as e:  # noqa: BLE001
+        raise ValueError(f"`control(params)` failed: {e!r}") from e
+    if not eqx.is_array_like(u) or np.ndim(u) != 1:
+        raise ValueError(
+            "`control(params)` must locate an array leaf of shape (nu,) that the force "
+            f"reads, got {type(u).__name__} of shape {np.shape(u)}"
+        )
+    return int(np.shape(u)[0])
+
+
+def _check_states(system, control, params, nu, t0, q0, qd0, q1, qd1) -> tuple[dict, int, object]:
+    """The fixed states `(n,)`, finite and of one length; returns them by name (`None`
+    where free), `n` and the dtype (of the first given, float where it is an integer)."""
+    # The state at which shapes are checked: q0 if given, else q1, else needs one.
+    given = [(k, x) for k, x in (("q0", q0), ("q1", q1), ("qd0", qd0), ("qd1", qd1))]
+    ref_name, ref = next(((k, x) for k, x in given if x is not None), (None, None))
+    if ref is None:
+        raise ValueError("give the initial state `q0`, `qd0` (or at least one of q0/q1)")
+    ref = jnp.asarray(ref)
+    dtype = ref.dtype if jnp.issubdtype(ref.dtype, jnp.inexact) else jnp.result_type(float)
+    n = int(ref.shape[0]) if ref.ndim == 1 else -1
+    if n < 1:
+        raise ValueError(f"the states must have shape (n,), got {ref.shape}")
+    states = {}
+    given = {k: jnp.asarray(x, dtype) for k, x in given if x is not None}
+    if all(x.ndim == 1 for x in given.values()) and len({x.shape for x in given.values()}) > 1:
+        p_try = eqx.tree_at(control, params, jnp.zeros(nu, dtype))
+        raise length_mismatch_error(system, t0, given, p_try, "cx.fit.OptimalControlProblem")
+    for name, x in (("q0", q0), ("qd0", qd0), ("q1", q1), ("qd1", qd1)):
+        if x is not None:
+            x = jnp.asarray(x, dtype=dtype)
+            if x.shape != (n,):
+                raise ValueError(
+                    f"`{name}` must have shape (n,) = ({n},) like `{ref_name}`, got {x.shape}"
+                )
+            if not bool(jnp.all(jnp.isfinite(x))):
+                raise ValueError(f"`{name}` holds non-finite values: {x}")
+        states[name] = x
+    return states, n, dtype
+
+
+def _check_times(t0, t1, t1_bounds) -> tuple[float, float, bool, tuple[np.ndarray, np.ndarray]]:
+    """`t1 > t0`, and the bounds of a free final time around its guess; returns
+    `(t0, t1, free_time, (lower, upper))`."""
+    t0 = float(t0)
+    t1 = float(t1)
+    if not t1 > t0:
+        raise ValueError(f"expected t1 > t0, got t0={t0}, t1={t1}")
+    free_time = t1_bounds is not None
+    tlo, thi = _bounds("t1_bounds", t1_bounds, (), np.float64)
+    if free_time:
+        if not tlo > t0:
+            raise ValueError(
+                f"`t1_bounds`: the lower bound of the final time must be > t0 = {t0} "
+                f"(a horizon of positive length), got {float(tlo)}"
+            )
+        if not tlo <= t1 <= thi:
+            raise ValueError(f"`t1` = {t1} (the guess) must lie within t1_bounds {t1_bounds}")
+    return t0, t1, free_time, (tlo, thi)
+
+
+def _check_mu0(mu0, prescription, m: int, dtype) -> Array | None:
+    """The vakonomic multipliers at $t_0$, `(m,)`; refused under a prescription without."""
+    if prescription.multiplier_state:
+        if mu0 is not None:
+            mu0 = jnp.asarray(mu0, dtype)
+            if mu0.shape != (m,):
+                raise ValueError(f"`mu0` must have shape (m,) = ({m},), got {mu0.shape}")
+    elif mu0 is not None:
+        raise ValueError("`mu0` is only used by the vakonomic prescription; drop it")
+    return mu0
+
+
+def _check_functions(
+    running_cost, terminal_cost, terminal_constraint, path_constraint, t, zeros, nu, p_u
+) -> tuple[int, int]:
+    """The shapes the costs (scalars) and the constraint functions (rows) return at zero
+    states and controls; returns the row counts `(n_terminal, n_path)`."""
+    u = jnp.zeros(nu, zeros.dtype)
+    if running_cost is not None:
+        _scalar_shape(
+            "running_cost(t, q, qd, u, p)", running_cost, t, zeros, zeros, u, p_u, expect="scalar"
+        )
+    if terminal_cost is not None:
+        _scalar_shape(
+            "terminal_cost(t, q, qd, p)", terminal_cost, t, zeros, zeros, p_u, expect="scalar"
+        )
+    n_terminal = n_path = 0
+    if terminal_constraint is not None:
+        name = "terminal_constraint(t, q, qd, p)"
+        shape = _scalar_shape(name, terminal_constraint, t, zeros, zeros, p_u, expect="rows")
+        n_terminal = shape[0] if shape else 1
+    if path_constraint is not None:
+        name = "path_constraint(t, q, qd, u, p)"
+        shape = _scalar_shape(name, path_constraint, t, zeros, zeros, u, p_u, expect="rows")
+        n_path = shape[0] if shape else 1
+    return n_terminal, n_path
+
+
+def _parameter_bounds(parameters, params, parameter_bounds, dtype) -> tuple:
+    """`(lower, upper)` of the flattened `parameters(params)`: scalars broadcast, pytrees
+    like `parameters(params)` flattened, `None` unbounded."""
+    if not callable(parameters):
+        raise TypeError("`parameters` must be a function where(params) -> leaves")
+    flat, _ = ravel_pytree(parameters(params))
+    k = flat.shape[0]
+    if parameter_bounds is None:
+        return np.full(k, -_INF), np.full(k, _INF)
+    if not (isinstance(parameter_bounds, tuple | list) and len(parameter_bounds) == 2):
+        raise ValueError("`parameter_bounds` must be a pair (lower, upper)")
+    sides = []
+    for side, v in zip(("lower", "upper"), parameter_bounds, strict=True):
+        if v is None or np.ndim(v) == 0:
+            v = np.full(k, (-_INF if side == "lower" else _INF) if v is None else v)
+        else:
+            try:
+                v = np.asarray(ravel_pytree(v)[0])
+            except Exception as e:  # noqa: BLE001
+                raise ValueError(f"`parameter_bounds`: {side} bound: {e}") from e
+        if np.shape(v) != (k,):
+            raise ValueError(
+                f"`parameter_bounds`: the {side} bound must be a scalar or a pytree "
+                f"like parameters(params) ({k} values), got {np.shape(v)}"
+            )
+        sides.append(v)
+    return _bounds("parameter_bounds", tuple(sides), (k,), dtype)
+
+
+def _check_fixed_within_bounds(states: dict, bounds: dict) -> None:
+    """Bounds on an initial/terminal value that is also fixed must contain it."""
+    for name, key in (("q0", "q"), ("qd0", "qd"), ("q1", "q"), ("qd1", "qd")):
+        x = states[name]
+        if x is not None:
+            lo, hi = bounds[key]
+            bad = np.flatnonzero((np.asarray(x) < lo) | (np.asarray(x) > hi))
+            if bad.size:
+                raise ValueError(
+                    f"`{name}`[{int(bad[0])}] = {float(x[bad[0]])} lies outside "
+                    f"{key}_bounds [{lo[bad[0]]}, {hi[bad[0]]}]: the problem is infeasible"
+                )
+
+
 class OptimalControlProblem(eqx.Module):
     r"""A trajectory optimisation problem on a constrained `cx.System`.
 
@@ -239,162 +395,29 @@ class OptimalControlProblem(eqx.Module):
         prescription: AbstractPrescription = DAlembert(),
         constraint_solver: AbstractConstraintSolver = KKT(),
     ):
-        if not isinstance(system, System):
-            raise TypeError(f"`system` must be a cx.System, got {type(system).__name__}")
-        check_options(prescription=prescription, constraint_solver=constraint_solver)
-        if system.force is None:
-            raise ValueError(
-                "`system` has no force: the control enters through the force, e.g. "
-                "force=lambda t, q, qd, p: B(q) @ p['u']"
-            )
-        if not callable(control):
-            raise TypeError("`control` must be a function where(params) -> the control array")
-        try:
-            u = control(params)
-        except Exception as e:  # noqa: BLE001
-            raise ValueError(f"`control(params)` failed: {e!r}") from e
-        if not eqx.is_array_like(u) or np.ndim(u) != 1:
-            raise ValueError(
-                "`control(params)` must locate an array leaf of shape (nu,) that the force "
-                f"reads, got {type(u).__name__} of shape {np.shape(u)}"
-            )
-        nu = int(np.shape(u)[0])
-        # The state at which shapes are checked: q0 if given, else q1, else needs one.
-        given = [(k, x) for k, x in (("q0", q0), ("q1", q1), ("qd0", qd0), ("qd1", qd1))]
-        ref_name, ref = next(((k, x) for k, x in given if x is not None), (None, None))
-        if ref is None:
-            raise ValueError("give the initial state `q0`, `qd0` (or at least one of q0/q1)")
-        ref = jnp.asarray(ref)
-        dtype = ref.dtype if jnp.issubdtype(ref.dtype, jnp.inexact) else jnp.result_type(float)
-        n = int(ref.shape[0]) if ref.ndim == 1 else -1
-        if n < 1:
-            raise ValueError(f"the states must have shape (n,), got {ref.shape}")
-        states = {}
-        given = {k: jnp.asarray(x, dtype) for k, x in given if x is not None}
-        if all(x.ndim == 1 for x in given.values()) and len({x.shape for x in given.values()}) > 1:
-            p_try = eqx.tree_at(control, params, jnp.zeros(nu, dtype))
-            raise length_mismatch_error(system, t0, given, p_try, "cx.fit.OptimalControlProblem")
-        for name, x in (("q0", q0), ("qd0", qd0), ("q1", q1), ("qd1", qd1)):
-            if x is not None:
-                x = jnp.asarray(x, dtype=dtype)
-                if x.shape != (n,):
-                    raise ValueError(
-                        f"`{name}` must have shape (n,) = ({n},) like `{ref_name}`, got {x.shape}"
-                    )
-                if not bool(jnp.all(jnp.isfinite(x))):
-                    raise ValueError(f"`{name}` holds non-finite values: {x}")
-            states[name] = x
-        t0 = float(t0)
-        t1 = float(t1)
-        if not t1 > t0:
-            raise ValueError(f"expected t1 > t0, got t0={t0}, t1={t1}")
-        free_time = t1_bounds is not None
-        tlo, thi = _bounds("t1_bounds", t1_bounds, (), np.float64)
-        if free_time:
-            if not tlo > t0:
-                raise ValueError(
-                    f"`t1_bounds`: the lower bound of the final time must be > t0 = {t0} "
-                    f"(a horizon of positive length), got {float(tlo)}"
-                )
-            if not tlo <= t1 <= thi:
-                raise ValueError(f"`t1` = {t1} (the guess) must lie within t1_bounds {t1_bounds}")
+        nu = _check_arguments(system, control, params, prescription, constraint_solver)
+        states, n, dtype = _check_states(system, control, params, nu, t0, q0, qd0, q1, qd1)
+        t0, t1, free_time, t1_range = _check_times(t0, t1, t1_bounds)
         zeros = jnp.zeros(n, dtype)
         p_u = eqx.tree_at(control, params, jnp.zeros(nu, dtype))
         t = jnp.asarray(t0, dtype)
         layout = row_layout(system, t, zeros, zeros, p_u)  # checks the force's shape too
         _check_control_enters_force(system, control, params, states, t0, t1, n, nu, dtype)
-        m = sum(layout.counts)
-        if prescription.multiplier_state:
-            if mu0 is not None:
-                mu0 = jnp.asarray(mu0, dtype)
-                if mu0.shape != (m,):
-                    raise ValueError(f"`mu0` must have shape (m,) = ({m},), got {mu0.shape}")
-        elif mu0 is not None:
-            raise ValueError("`mu0` is only used by the vakonomic prescription; drop it")
-        if running_cost is not None:
-            _scalar_shape(
-                "running_cost(t, q, qd, u, p)",
-                running_cost,
-                t,
-                zeros,
-                zeros,
-                jnp.zeros(nu, dtype),
-                p_u,
-                expect="scalar",
-            )
-        if terminal_cost is not None:
-            _scalar_shape(
-                "terminal_cost(t, q, qd, p)", terminal_cost, t, zeros, zeros, p_u, expect="scalar"
-            )
-        n_terminal = n_path = 0
-        if terminal_constraint is not None:
-            shape = _scalar_shape(
-                "terminal_constraint(t, q, qd, p)",
-                terminal_constraint,
-                t,
-                zeros,
-                zeros,
-                p_u,
-                expect="rows",
-            )
-            n_terminal = shape[0] if shape else 1
-        if path_constraint is not None:
-            shape = _scalar_shape(
-                "path_constraint(t, q, qd, u, p)",
-                path_constraint,
-                t,
-                zeros,
-                zeros,
-                jnp.zeros(nu, dtype),
-                p_u,
-                expect="rows",
-            )
-            n_path = shape[0] if shape else 1
+        mu0 = _check_mu0(mu0, prescription, sum(layout.counts), dtype)
+        n_terminal, n_path = _check_functions(
+            running_cost, terminal_cost, terminal_constraint, path_constraint, t, zeros, nu, p_u
+        )
         bounds = {
             "u": _bounds("control_bounds", control_bounds, (nu,), dtype),
             "q": _bounds("q_bounds", q_bounds, (n,), dtype),
             "qd": _bounds("qd_bounds", qd_bounds, (n,), dtype),
-            "t1": (tlo, thi),
+            "t1": t1_range,
         }
         if parameters is not None:
-            if not callable(parameters):
-                raise TypeError("`parameters` must be a function where(params) -> leaves")
-            flat, _ = ravel_pytree(parameters(params))
-            k = flat.shape[0]
-            if parameter_bounds is None:
-                bounds["parameters"] = (np.full(k, -_INF), np.full(k, _INF))
-            else:
-                if not (isinstance(parameter_bounds, tuple | list) and len(parameter_bounds) == 2):
-                    raise ValueError("`parameter_bounds` must be a pair (lower, upper)")
-                sides = []
-                for side, v in zip(("lower", "upper"), parameter_bounds, strict=True):
-                    if v is None or np.ndim(v) == 0:
-                        v = np.full(k, (-_INF if side == "lower" else _INF) if v is None else v)
-                    else:
-                        try:
-                            v = np.asarray(ravel_pytree(v)[0])
-                        except Exception as e:  # noqa: BLE001
-                            raise ValueError(f"`parameter_bounds`: {side} bound: {e}") from e
-                    if np.shape(v) != (k,):
-                        raise ValueError(
-                            f"`parameter_bounds`: the {side} bound must be a scalar or a pytree "
-                            f"like parameters(params) ({k} values), got {np.shape(v)}"
-                        )
-                    sides.append(v)
-                bounds["parameters"] = _bounds("parameter_bounds", tuple(sides), (k,), dtype)
+            bounds["parameters"] = _parameter_bounds(parameters, params, parameter_bounds, dtype)
         elif parameter_bounds is not None:
             raise ValueError("`parameter_bounds` needs `parameters=` (which leaves to optimise)")
-        # Bounds on an initial/terminal value that is also fixed must contain it.
-        for name, key in (("q0", "q"), ("qd0", "qd"), ("q1", "q"), ("qd1", "qd")):
-            x = states[name]
-            if x is not None:
-                lo, hi = bounds[key]
-                bad = np.flatnonzero((np.asarray(x) < lo) | (np.asarray(x) > hi))
-                if bad.size:
-                    raise ValueError(
-                        f"`{name}`[{int(bad[0])}] = {float(x[bad[0]])} lies outside "
-                        f"{key}_bounds [{lo[bad[0]]}, {hi[bad[0]]}]: the problem is infeasible"
-                    )
+        _check_fixed_within_bounds(states, bounds)
         self.system = system
         self.params = params
         self.control = control

@@ -1,7 +1,8 @@
 """Contacts: contact geometry and constraint builders (`_contacts`), degeneracy of
 the primary constraints (`_degeneracy`), friction forces (`_friction`), frictional contacts
 (`_frictional_contact`) and the walk that switches them between rolling and sliding
-(`_switching`)."""
+(`_switching`, over `_mode_dynamics`, `_mode_switch`, `_contact_run`,
+`_contact_trajectory` and `_run_checks`)."""
 
 from ._contacts import (
     Disk as Disk,

@@ -1,0 +1,297 @@
+r"""The run of `simulate_contacts`: a `jax.lax.scan` over at most `max_switches + 1`
+segments, each a `diffrax.diffeqsolve` in fixed modes up to its event (docs page "Rolling
+or sliding").
+
+A segment integrates from where the last one ended to $t_1$, stopped by
+`diffrax.Event` at the first sign change of $\min_i\min(\phi_i, N_i)$ (`_mode_dynamics`),
+located by a root find on the step's dense output; it saves the requested times it
+covers, switches the contact at fault (`_mode_switch`), logs the switch and carries the
+state across unchanged. A finished run integrates from $t_1$ to $t_1$: no steps, nothing
+changes. The event time is a differentiable function of the parameters and of the initial
+state (the implicit function theorem on $\phi(t^*) = 0$, as diffrax differentiates its
+events), so `jax.grad` through the run includes the sensitivity of every switching time.
+"""
+
+import functools
+from typing import Any, NamedTuple
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array
+
+from ._contact_trajectory import FAILED, INCONSISTENT, LIFT_OFF, OK, ZENO, ContactTrajectory
+from ._mode_dynamics import _Model
+from ._mode_switch import switch_at_event
+from ._run_checks import _INIT_OK, _initial_codes
+
+
+class _Static:
+    """The system and the stabilisation, a key for `filter_jit` (compared by value). The
+    contacts travel as an argument: their arrays (friction coefficients, a plane's normal,
+    a body's mass) are traced, the rest is static."""
+
+    def __init__(self, system, stabilisation):
+        self.parts = (system, stabilisation)
+
+    def __hash__(self):
+        return hash(self.parts)
+
+    def __eq__(self, other):
+        return isinstance(other, _Static) and self.parts == other.parts
+
+
+class _Carry(NamedTuple):
+    """The state of the walk between segments."""
+
+    t: Array  # where the last segment ended
+    q: Array
+    qd: Array
+    modes: Array  # (N,) the modes of the next segment
+    anchors: Array  # (N, 3) the slip directions of the sliding contacts
+    done: Array  # the run has ended (t1 reached, a failure, or the budget spent)
+    status: Array  # the status code (`_contact_trajectory`)
+    who: Array  # the contact of the last event
+    when: Array  # the time of the last event
+    q_ts: Array  # (k, n) the states at the save times (`inf` where not reached)
+    qd_ts: Array
+    m_ts: Array  # (k, N) the modes there
+    log: tuple  # (times (S,), contacts (S,), modes (S, N)) of the switches
+
+
+class _Walk(NamedTuple):
+    """What every segment reads: the model, its vector field and event, diffrax's
+    options, the parameters, the save times and the tolerances."""
+
+    model: _Model
+    term: diffrax.ODETerm
+    event: diffrax.Event
+    solver: Any
+    stepsize_controller: Any
+    adjoint: Any
+    dt0: Any
+    max_steps: int
+    p: Any
+    ts: Array
+    t1: Array
+    mu_s: Array
+    tolerance: float
+    normal_scale: Array
+    max_switches: int
+
+
+def _term_and_event(model: _Model, root_finder) -> tuple[diffrax.ODETerm, diffrax.Event]:
+    """The vector field of a segment in its modes, and its event $\\min_i\\min(\\phi_i,
+    N_i)$, both reading `args = (p, modes, anchors)`."""
+
+    def field(t, y, args):
+        p_, modes, anchors = args
+        ev = model.evaluate(modes, t, y[0], y[1], p_, anchors)
+        return ev.q_dot, ev.qdd
+
+    def cond(t, y, args, **kwargs):
+        p_, modes, anchors = args
+        return model.event_value(modes, t, y[0], y[1], p_, anchors)
+
+    return diffrax.ODETerm(field), diffrax.Event(cond, root_finder=root_finder, direction=False)
+
+
+def _integrate(walk: _Walk, carry: _Carry, start) -> diffrax.Solution:
+    """One segment from `start` to $t_1$ in the carried modes, saving its end and the save
+    times (clipped to the segment)."""
+    saveat = diffrax.SaveAt(
+        subs=[diffrax.SubSaveAt(t1=True), diffrax.SubSaveAt(ts=jnp.clip(walk.ts, start, walk.t1))]
+    )
+    return diffrax.diffeqsolve(
+        walk.term,
+        walk.solver,
+        start,
+        walk.t1,
+        walk.dt0,
+        (carry.q, carry.qd),
+        args=(walk.p, carry.modes, carry.anchors),
+        saveat=saveat,
+        stepsize_controller=walk.stepsize_controller,
+        adjoint=walk.adjoint,
+        event=walk.event,
+        max_steps=walk.max_steps,
+        throw=False,
+    )
+
+
+def _log_switch(log, i, switch, t, c, modes, S: int) -> tuple:
+    """Segment boundary `i` in the switch log: its time, its contact and the modes after
+    it (the first `S` boundaries)."""
+    times, contacts, mode_log = log
+    j = jnp.minimum(i, S - 1) if S > 0 else 0
+    logged = switch & (i < S)
+    if S > 0:
+        times = jnp.where(logged, times.at[j].set(t), times)
+        contacts = jnp.where(logged, contacts.at[j].set(c), contacts)
+        mode_log = jnp.where(logged, mode_log.at[j].set(modes), mode_log)
+    return times, contacts, mode_log
+
+
+def _segment(walk: _Walk, carry: _Carry, i) -> tuple[_Carry, None]:
+    """Segment `i`: integrate to the event, save, switch the contact at fault and log it,
+    and the status of the run after it."""
+    done, S = carry.done, walk.max_switches
+    # A finished run integrates from t1 to t1: no steps, nothing changes.
+    start = jnp.where(done, walk.t1, carry.t)
+    sol = _integrate(walk, carry, start)
+    t_seg = sol.ts[0][-1]
+    q_seg, qd_seg = sol.ys[0][0][-1], sol.ys[0][1][-1]
+    ok = diffrax.is_okay(sol.result) | done
+    fired = sol.event_mask & ~done & ok
+
+    # The states saved in this segment, with its modes.
+    mask = ~done & (walk.ts >= start) & (walk.ts <= t_seg)
+    q_ts = jnp.where(mask[:, None], sol.ys[1][0], carry.q_ts)
+    qd_ts = jnp.where(mask[:, None], sol.ys[1][1], carry.qd_ts)
+    m_ts = jnp.where(mask[:, None], carry.modes[None], carry.m_ts)
+
+    at = switch_at_event(
+        walk.model,
+        carry.modes,
+        carry.anchors,
+        fired,
+        t_seg,
+        q_seg,
+        qd_seg,
+        walk.p,
+        walk.mu_s,
+        walk.tolerance,
+        walk.normal_scale,
+    )
+    c, switch = at.contact, at.switch
+    log = _log_switch(carry.log, i, switch, t_seg, c, at.modes, S)
+    new_status = jnp.where(
+        ~ok, FAILED, jnp.where(at.lift, LIFT_OFF, jnp.where(switch & (i >= S), ZENO, OK))
+    )
+    carry = _Carry(
+        t=jnp.where(done, carry.t, t_seg),
+        q=jnp.where(done, carry.q, q_seg),
+        qd=jnp.where(done, carry.qd, qd_seg),
+        modes=at.modes,
+        anchors=at.anchors,
+        done=done | ~switch | (i >= S),
+        status=jnp.where(done, carry.status, new_status).astype(jnp.int32),
+        who=jnp.where(done | ~fired, carry.who, c).astype(jnp.int32),
+        when=jnp.where(done, carry.when, t_seg),
+        q_ts=q_ts,
+        qd_ts=qd_ts,
+        m_ts=m_ts,
+        log=log,
+    )
+    return carry, None
+
+
+def _initial_carry(modes0, t0, q0, qd0, anchors0, codes, k: int, S: int) -> _Carry:
+    """The walk before its first segment: done at once where an initial check failed."""
+    inf = jnp.asarray(jnp.inf, q0.dtype)
+    n, N = q0.shape[0], modes0.shape[0]
+    log0 = (
+        jnp.full((S,), inf),
+        jnp.full((S,), -1, jnp.int32),
+        jnp.zeros((S, N), jnp.int32),
+    )
+    init_bad = jnp.any(codes != _INIT_OK)
+    return _Carry(
+        t=t0,
+        q=q0,
+        qd=qd0,
+        modes=modes0,
+        anchors=anchors0,
+        done=init_bad,
+        status=jnp.where(init_bad, INCONSISTENT, OK).astype(jnp.int32),
+        who=jnp.where(init_bad, jnp.argmax(codes != _INIT_OK), -1).astype(jnp.int32),
+        when=t0,
+        q_ts=jnp.full((k, n), inf),
+        qd_ts=jnp.full((k, n), inf),
+        m_ts=jnp.full((k, N), -1, jnp.int32),
+        log=log0,
+    )
+
+
+def _trajectory(out: _Carry, model: _Model, modes0, codes, ts, p, S: int) -> ContactTrajectory:
+    """The `ContactTrajectory` of the final carry, its mode log padded with the last
+    modes."""
+    times, contacts, mode_log = out.log
+    num = jnp.sum(contacts >= 0).astype(jnp.int32)
+    last = jnp.where(num > 0, mode_log[jnp.maximum(num - 1, 0)], modes0) if S > 0 else modes0
+    mode_log = jnp.where((jnp.arange(S) < num)[:, None], mode_log, last[None])
+    status = out.status
+    return ContactTrajectory(
+        ts=ts,
+        q=out.q_ts,
+        qd=out.qd_ts,
+        modes=out.m_ts,
+        t_final=out.t,
+        q_final=out.q,
+        qd_final=out.qd,
+        switch_times=times,
+        switch_contacts=contacts,
+        switch_modes=mode_log,
+        num_switches=num,
+        status=status.astype(jnp.int32),
+        failed_contact=jnp.where(status == OK, -1, out.who).astype(jnp.int32),
+        failed_time=jnp.where(status == OK, jnp.nan, out.when),
+        initial_check=codes,
+        system=model.system,
+        contact_arrays=eqx.partition(model.contacts, eqx.is_array)[0],
+        contact_statics=eqx.partition(model.contacts, eqx.is_array)[1],
+        p=p,
+        contact_names=tuple(c.name for c in model.contacts),
+    )
+
+
+def _run(
+    static: _Static,
+    contacts,
+    modes0,
+    t0,
+    t1,
+    q0,
+    qd0,
+    p,
+    ts,
+    *,
+    dt0,
+    solver,
+    stepsize_controller,
+    root_finder,
+    adjoint,
+    max_switches: int,
+    max_steps: int,
+    tolerance: float,
+) -> ContactTrajectory:
+    """The initial checks, then the segments (module docstring)."""
+    system, stabilisation = static.parts
+    model = _Model(system, contacts, stabilisation)
+    codes, anchors0, normal_scale = _initial_codes(model, modes0, t0, q0, qd0, p, tolerance)
+    term, event = _term_and_event(model, root_finder)
+    walk = _Walk(
+        model=model,
+        term=term,
+        event=event,
+        solver=solver,
+        stepsize_controller=stepsize_controller,
+        adjoint=adjoint,
+        dt0=dt0,
+        max_steps=max_steps,
+        p=p,
+        ts=ts,
+        t1=t1,
+        mu_s=model.static_friction(p),
+        tolerance=tolerance,
+        normal_scale=normal_scale,
+        max_switches=max_switches,
+    )
+    S = max_switches
+    carry0 = _initial_carry(modes0, t0, q0, qd0, anchors0, codes, ts.shape[0], S)
+    out, _ = jax.lax.scan(functools.partial(_segment, walk), carry0, jnp.arange(S + 1))
+    return _trajectory(out, model, modes0, codes, ts, p, S)
+
+
+_run_jit = eqx.filter_jit(_run)

@@ -1,0 +1,163 @@
+r"""The dynamics of one assignment of modes to the contacts of `simulate_contacts`, and
+the event functions of a segment (docs page "Rolling or sliding").
+
+With every contact in a fixed mode the system is an ordinary constrained system: the rows
+of the rolling contacts, the normal rows of the sliding ones and the system's own
+constraints, with the kinetic friction forces of the sliding contacts. That force depends
+on the normal reaction, $Q = N\,d(q, \dot q)$ with
+$d = -\mu_k(\partial v_c/\partial\dot q)^\top\hat s$, and the reaction depends on the
+force. The saddle system with the force is linear in $N$: with $(\ddot q_0, \lambda_0)$
+the solution without friction and $(X, Y)$ that of $W X - A^\top Y = D$, $A X = 0$ (the
+columns of $D$ the $d$ of the sliding contacts), the normal reactions are the solution of
+$N = \lambda_{0,n} + Y_n N$, and then $\ddot q = \ddot q_0 + XN$ — exact, no iteration
+(a singular $I - Y_n$ is Painlevé's paradox, where Coulomb friction has no consistent
+solution).
+
+A segment lasts while, for every contact $i$, its event function
+
+$$
+\phi_i = \begin{cases}
+\mu_{s,i}N_i - |\lambda_{t,i}| & \text{rolling (inside the static friction cone)}\\
+s_i\cdot a_i & \text{sliding (the slip velocity along its initial direction } a_i
+\text{ has not reached zero)}
+\end{cases}
+$$
+
+and its normal reaction $N_i$ stay positive: the segment's event is the first sign change
+of $\min_i\min(\phi_i, N_i)$.
+"""
+
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array
+
+from ..._diagnostics import constraint_jacobian
+from ..._dynamics import accelerations
+from ..._system import System
+from ..._terms import mass_matrix
+from .._kinematics._so3 import safe_rsqrt, safe_sqrt
+from ._frictional_contact import MODES, ROLLING, SLIDING, FrictionalContact
+
+
+def _unit(v) -> Array:
+    """`v/|v|`, the zero vector at zero (finite derivatives)."""
+    return v * safe_rsqrt(v @ v)
+
+
+def _norm(v) -> Array:
+    return safe_sqrt(jnp.sum(v * v, axis=-1))
+
+
+def _smallest(x: Array) -> Array:
+    """The smallest entry of `x`, differentiated through the entry that attains it.
+
+    Not `jnp.min`: its derivative averages the tangents of the entries equal to the minimum,
+    an equality XLA may test on values it recomputed in two fusions, differently rounded;
+    where the two tests disagree it divides by a zero count, and the event's Newton root
+    find, given an infinite derivative, stops at the end of the step instead of at the
+    switch (seen at XLA's optimisation level 0 on CPU). An index has no such test.
+    """
+    x = jnp.ravel(x)
+    return x[jnp.argmin(x)]
+
+
+def _combos(n: int) -> list[tuple[int, ...]]:
+    """Every assignment of modes to `n` contacts; combo `i` gives contact `j` mode bit `j`."""
+    return [tuple((i >> j) & 1 for j in range(n)) for i in range(2**n)]
+
+
+class _Eval(NamedTuple):
+    """The dynamics of one mode assignment at one state."""
+
+    q_dot: Array  # (n,) time derivative of q (the projected velocity under Projection)
+    qdd: Array  # (n,)
+    normal: Array  # (N,) normal reactions
+    tangential: Array  # (N, 3) tangential reaction (spatial; zero while sliding)
+    slip: Array  # (N, 3) slip velocities
+    scale: Array  # (N,) slip speed scales
+
+
+class _Model(eqx.Module):
+    """The system, its contacts and the stabilisation: evaluates any mode assignment."""
+
+    system: System = eqx.field(static=True)
+    contacts: tuple[FrictionalContact, ...]
+    stabilisation: object
+
+    def combo_system(self, combo) -> System:
+        rows = []
+        for contact, m in zip(self.contacts, combo, strict=True):
+            rows.extend(contact.constraints(MODES[m]))
+        return System(
+            self.system.lagrangian,
+            [*rows, *self.system.constraints],
+            self.system.force,
+            dynamics=self.system.dynamics,
+        )
+
+    def evaluate_combo(self, combo, t, q, qd, p, anchors) -> _Eval:
+        system = self.combo_system(combo)
+        rows = [c.num_rows(MODES[m]) for c, m in zip(self.contacts, combo, strict=True)]
+        offsets = np.cumsum([0, *rows])
+        out = accelerations(system, t, q, qd, p, stabilisation=self.stabilisation)
+        qd_u, qdd, lam = out.velocity, out.qdd, out.multipliers
+        sliding = [i for i, m in enumerate(combo) if m == SLIDING]
+        if sliding:
+            # Kinetic friction Q = sum_i N_i d_i, with N_i the normal multipliers: the
+            # saddle system is linear in N (module docstring).
+            D = jnp.stack(
+                [
+                    self.contacts[i].kinetic_friction_force(t, q, qd_u, p, anchors[i])
+                    for i in sliding
+                ],
+                axis=1,
+            )
+            W = mass_matrix(system, t, q, qd_u, p)
+            A = constraint_jacobian(system, t, q, qd_u, p)
+            n, m = W.shape[0], A.shape[0]
+            K = jnp.block([[W, -A.T], [A, jnp.zeros((m, m), W.dtype)]])
+            Z = jnp.linalg.solve(K, jnp.concatenate([D, jnp.zeros((m, len(sliding)), D.dtype)]))
+            X, Y = Z[:n], Z[n:]
+            normal_rows = np.asarray([offsets[i] for i in sliding])
+            N = jnp.linalg.solve(
+                jnp.eye(len(sliding), dtype=W.dtype) - Y[normal_rows], lam[normal_rows]
+            )
+            qdd = qdd + X @ N
+            lam = lam + Y @ N
+        normal = jnp.stack([lam[offsets[i]] for i in range(len(self.contacts))])
+        tangential = []
+        for i, (contact, m) in enumerate(zip(self.contacts, combo, strict=True)):
+            if m == ROLLING:
+                tangents = contact.plane.tangents().astype(q.dtype)
+                tangential.append(lam[offsets[i] + 1 : offsets[i] + 3] @ tangents)
+            else:
+                tangential.append(jnp.zeros(3, q.dtype))
+        slip = jnp.stack([c.slip_velocity(t, q, qd_u, p) for c in self.contacts])
+        scale = jnp.stack([c.speed_scale(t, q, qd_u, p) for c in self.contacts])
+        return _Eval(out.velocity, qdd, normal, jnp.stack(tangential), slip, scale)
+
+    def evaluate(self, modes, t, q, qd, p, anchors) -> _Eval:
+        combos = _combos(len(self.contacts))
+        index = jnp.sum(modes * (2 ** jnp.arange(len(self.contacts))))
+        branches = [(lambda c: lambda *a: self.evaluate_combo(c, *a))(combo) for combo in combos]
+        return jax.lax.switch(index, branches, t, q, qd, p, anchors)
+
+    def event_value(self, modes, t, q, qd, p, anchors) -> Array:
+        r"""The event function of a segment, $\min_i\min(\phi_i, N_i)$ (module docstring);
+        its time derivative is what the root find's Newton steps divide by."""
+        ev = self.evaluate(modes, t, q, qd, p, anchors)
+        return _smallest(self.conditions(modes, ev, anchors, p))
+
+    def static_friction(self, p) -> Array:
+        return jnp.stack([c.coefficients(p)[0] for c in self.contacts])
+
+    def conditions(self, modes, ev: _Eval, anchors, p) -> Array:
+        r"""`(N, 2)`: per contact the mode's event function $\phi_i$ and the normal
+        reaction $N_i$; each positive while the mode holds."""
+        cone = self.static_friction(p) * ev.normal - _norm(ev.tangential)
+        along = jnp.sum(ev.slip * anchors, axis=-1)
+        return jnp.stack([jnp.where(modes == ROLLING, cone, along), ev.normal], axis=1)
