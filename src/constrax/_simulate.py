@@ -254,9 +254,10 @@ def simulate(
       dtmax=1/rate)` with `tol` $= \max(10^{-8}, 100\epsilon)$ of the dtype ($10^{-8}$ in
       float64, $1.2\times10^{-5}$ in float32) and `rate` the fastest decay rate of the
       stabilisation (the default's: 10/s, so steps of at most 0.1 s; no cap without
-      stabilisation or constraints), `SaveAt(t1=True)`, `RecursiveCheckpointAdjoint()` (for `N` fixed steps of
-      `ConstantStepSize` with concrete times, up to 10 000, with `checkpoints=N`: the
-      reverse pass stores every step instead of recomputing them, as a `lax.scan`'s does).
+      stabilisation or constraints), `SaveAt(t1=True)`, `RecursiveCheckpointAdjoint()`
+      (for `N` fixed steps of `ConstantStepSize` with concrete times, up to 10 000, with
+      `checkpoints=N`: the reverse pass stores every step instead of recomputing them, as
+      a `lax.scan`'s does).
       The cap keeps gradients right: an adaptive controller does not see the decaying
       modes on a consistent state, but derivatives excite them. Pass `dtmax` the same
       way to a controller of your own. With `diffrax.ConstantStepSize` and an explicit
