@@ -64,7 +64,7 @@ VARIANTS = {
 DT = 1e-3
 
 
-def _humanoid(batch: int, dtype):
+def _humanoid(batch: int):
     import gymnasium
     import mujoco
 
@@ -83,7 +83,7 @@ def _humanoid(batch: int, dtype):
 
 
 def _model(name: str, *args):
-    def build(batch: int, dtype):
+    def build(batch: int):
         model = getattr(cx.models, name)(*args)
         scale = np.linspace(0.5, 1.5, batch)[:, None]
         q = np.broadcast_to(np.asarray(model.q0), (batch, model.q0.size))
@@ -139,7 +139,7 @@ def _time(calls: dict, rounds: int) -> dict:
 
 
 def bench(model: str, batch: int, solvers, steps: int, rounds: int, dtype) -> list[dict]:
-    system, q, qd, p = MODELS[model](batch, dtype)
+    system, q, qd, p = MODELS[model](batch)
     q, qd, p = _cast(q, dtype), _cast(qd, dtype), _cast(p, dtype)
     rows = []
     for solver in solvers:
@@ -160,7 +160,7 @@ def bench(model: str, batch: int, solvers, steps: int, rounds: int, dtype) -> li
 
 
 def gradient_over_forward(batch: int, steps: int, rounds: int, dtype) -> dict:
-    system, q, qd, p = MODELS["snake cart"](batch, dtype)
+    system, q, qd, p = MODELS["snake cart"](batch)
     q, qd, p = _cast(q, dtype), _cast(qd, dtype), _cast(p, dtype)
     floats = {k: v for k, v in p.items() if jnp.issubdtype(jnp.asarray(v).dtype, jnp.floating)}
 

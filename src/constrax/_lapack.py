@@ -103,7 +103,6 @@ _svd = inline_batches(lambda a: jnp.linalg.svd(a, full_matrices=False))
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
-@full_precision
 def pinv(a, rtol):
     r"""The pseudoinverse $a^+$ of a real matrix by its SVD (`inline_batches`), singular
     values below `rtol` times the largest taken as zero, differentiated by the formula of
@@ -118,7 +117,7 @@ def pinv(a, rtol):
 
 
 @pinv.defjvp
-@full_precision
+@full_precision  # traced when differentiated, perhaps outside `full_precision` callers
 def _pinv_jvp(rtol, primals, tangents):
     (a,), (da,) = primals, tangents
     p = pinv(a, rtol)

@@ -344,7 +344,6 @@ class UdwadiaKalaba(AbstractConstraintSolver):
     rtol: float | None = None
     throw: bool = True
 
-    @full_precision
     def factor(self, W, A):
         n, m = W.shape[0], A.shape[0]
         if m == 0:
