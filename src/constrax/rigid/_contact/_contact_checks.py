@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from ._contacts import _height, _param, contact_point_velocity
-from ._frictional_contact import ROLLING, FrictionalContact
+from ._frictional_contact import ROLLING, SEPARATED, FrictionalContact
 
 
 def _messages(contact: FrictionalContact, mode: int, tolerance, where: str) -> list[str]:
@@ -25,9 +25,21 @@ def _messages(contact: FrictionalContact, mode: int, tolerance, where: str) -> l
     name = contact.name
     rows = f"{name}.rolling" if mode == ROLLING else f"{name}.normal"
     tol = "skipped" if tolerance is None else f"{tolerance:g}"
-    out = [
+    size = (
         f"{where}: contact {name!r}: the radius of its {type(contact.shape).__name__} must be "
-        "finite and > 0",
+        "finite and > 0"
+    )
+    if mode == SEPARATED:
+        return [
+            size,
+            f"{where}: contact {name!r} is declared 'separated' but its shape's lowest point "
+            f"is below the plane (its gap n.(r + Delta) - h < -initial_tolerance={tol})",
+            f"{where}: contact {name!r} is declared 'separated' but its shape touches the "
+            "plane moving into it (gap 0, n.v_c < 0): start above the plane, or in contact "
+            "('rolling' or 'sliding')",
+        ]
+    out = [
+        size,
         f"{where}: contact {name!r}: the initial state is not on the plane: its height row "
         f"{rows}[0] (the height n.(r + Delta) - h of the shape's lowest point above the "
         f"plane) is not zero to initial_tolerance={tol}. Start the body touching the plane "
@@ -57,6 +69,10 @@ def _violations(contact: FrictionalContact, mode: int, t, q, qd, p, tolerance) -
     g = _height(contact.body, contact.shape, contact.plane)(t, q, p)[0]
     _, v = contact_point_velocity(contact.body, contact.shape, contact.plane, t, q, qd, p)
     n = contact.plane.normal.astype(q.dtype)
+    if mode == SEPARATED:
+        touching = jnp.abs(g) <= tolerance
+        bad += [g < -tolerance, touching & (n @ v / scale < -tolerance)]
+        return jnp.stack(bad)
     bad += [~(jnp.abs(g) <= tolerance), ~(jnp.abs(n @ v) / scale <= tolerance)]
     if mode == ROLLING:
         slip = contact.plane.tangents().astype(q.dtype) @ v

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from ._contact_trajectory import FAILED, INCONSISTENT, LIFT_OFF, OK, ZENO, ContactTrajectory
+from ._contact_trajectory import FAILED, IMPACT, INCONSISTENT, OK, ZENO, ContactTrajectory
 from ._mode_dynamics import _Model
 from ._mode_switch import switch_at_event
 from ._run_checks import _INIT_OK, _initial_codes
@@ -57,7 +57,7 @@ class _Carry(NamedTuple):
     q_ts: Array  # (k, n) the states at the save times (`inf` where not reached)
     qd_ts: Array
     m_ts: Array  # (k, N) the modes there
-    log: tuple  # (times (S,), contacts (S,), modes (S, N)) of the switches
+    log: tuple  # (times (S,), contacts (S,), modes (S, N), q (S, n), qd (S, n)) of the switches
 
 
 class _Walk(NamedTuple):
@@ -120,17 +120,14 @@ def _integrate(walk: _Walk, carry: _Carry, start) -> diffrax.Solution:
     )
 
 
-def _log_switch(log, i, switch, t, c, modes, S: int) -> tuple:
-    """Segment boundary `i` in the switch log: its time, its contact and the modes after
-    it (the first `S` boundaries)."""
-    times, contacts, mode_log = log
-    j = jnp.minimum(i, S - 1) if S > 0 else 0
+def _log_switch(log, i, switch, entry, S: int) -> tuple:
+    """Segment boundary `i` in the switch log: its time, its contact, the modes and the
+    state after it (`entry`, in the order of the log; the first `S` boundaries)."""
+    if S == 0:
+        return log
+    j = jnp.minimum(i, S - 1)
     logged = switch & (i < S)
-    if S > 0:
-        times = jnp.where(logged, times.at[j].set(t), times)
-        contacts = jnp.where(logged, contacts.at[j].set(c), contacts)
-        mode_log = jnp.where(logged, mode_log.at[j].set(modes), mode_log)
-    return times, contacts, mode_log
+    return tuple(jnp.where(logged, x.at[j].set(v), x) for x, v in zip(log, entry, strict=True))
 
 
 def _segment(walk: _Walk, carry: _Carry, i) -> tuple[_Carry, None]:
@@ -165,17 +162,17 @@ def _segment(walk: _Walk, carry: _Carry, i) -> tuple[_Carry, None]:
         walk.normal_scale,
     )
     c, switch = at.contact, at.switch
-    log = _log_switch(carry.log, i, switch, t_seg, c, at.modes, S)
+    log = _log_switch(carry.log, i, switch, (t_seg, c, at.modes, q_seg, at.qd), S)
     new_status = jnp.where(
-        ~ok, FAILED, jnp.where(at.lift, LIFT_OFF, jnp.where(switch & (i >= S), ZENO, OK))
+        ~ok, FAILED, jnp.where(at.unsolvable, IMPACT, jnp.where(switch & (i >= S), ZENO, OK))
     )
     carry = _Carry(
         t=jnp.where(done, carry.t, t_seg),
         q=jnp.where(done, carry.q, q_seg),
-        qd=jnp.where(done, carry.qd, qd_seg),
+        qd=jnp.where(done, carry.qd, at.qd),
         modes=at.modes,
         anchors=at.anchors,
-        done=done | ~switch | (i >= S),
+        done=done | ~switch | (i >= S) | at.unsolvable,
         status=jnp.where(done, carry.status, new_status).astype(jnp.int32),
         who=jnp.where(done | ~fired, carry.who, c).astype(jnp.int32),
         when=jnp.where(done, carry.when, t_seg),
@@ -195,6 +192,8 @@ def _initial_carry(modes0, t0, q0, qd0, anchors0, codes, k: int, S: int) -> _Car
         jnp.full((S,), inf),
         jnp.full((S,), -1, jnp.int32),
         jnp.zeros((S, N), jnp.int32),
+        jnp.full((S, n), inf),
+        jnp.full((S, n), inf),
     )
     init_bad = jnp.any(codes != _INIT_OK)
     return _Carry(
@@ -217,7 +216,7 @@ def _initial_carry(modes0, t0, q0, qd0, anchors0, codes, k: int, S: int) -> _Car
 def _trajectory(out: _Carry, model: _Model, modes0, codes, ts, p, S: int) -> ContactTrajectory:
     """The `ContactTrajectory` of the final carry, its mode log padded with the last
     modes."""
-    times, contacts, mode_log = out.log
+    times, contacts, mode_log, q_log, qd_log = out.log
     num = jnp.sum(contacts >= 0).astype(jnp.int32)
     last = jnp.where(num > 0, mode_log[jnp.maximum(num - 1, 0)], modes0) if S > 0 else modes0
     mode_log = jnp.where((jnp.arange(S) < num)[:, None], mode_log, last[None])
@@ -233,6 +232,8 @@ def _trajectory(out: _Carry, model: _Model, modes0, codes, ts, p, S: int) -> Con
         switch_times=times,
         switch_contacts=contacts,
         switch_modes=mode_log,
+        switch_q=q_log,
+        switch_qd=qd_log,
         num_switches=num,
         status=status.astype(jnp.int32),
         failed_contact=jnp.where(status == OK, -1, out.who).astype(jnp.int32),
@@ -268,7 +269,7 @@ def _run(
 ) -> ContactTrajectory:
     """The initial checks, then the segments (module docstring)."""
     system, stabilisation = static.parts
-    model = _Model(system, contacts, stabilisation)
+    model = _Model(system, contacts, stabilisation, gap_margin=tolerance)
     codes, anchors0, normal_scale = _initial_codes(model, modes0, t0, q0, qd0, p, tolerance)
     term, event = _term_and_event(model, root_finder)
     walk = _Walk(

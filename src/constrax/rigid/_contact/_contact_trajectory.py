@@ -12,15 +12,24 @@ from ._frictional_contact import MODES, FrictionalContact
 from ._mode_dynamics import _norm
 
 # Status codes of a run (`ContactTrajectory.status`).
-OK, LIFT_OFF, ZENO, FAILED, INCONSISTENT = 0, 1, 2, 3, 4
-_STATUS = ("ok", "lift-off", "switch budget exhausted", "integration failed", "inconsistent start")
+# Code 1 (lift-off) is no longer produced: a contact whose normal reaction vanishes separates.
+OK, LIFT_OFF, ZENO, FAILED, INCONSISTENT, IMPACT = 0, 1, 2, 3, 4, 5
+_STATUS = (
+    "ok",
+    "lift-off",
+    "switch budget exhausted",
+    "integration failed",
+    "inconsistent start",
+    "impact without a consistent impulse",
+)
 
 
 class ContactTrajectory(eqx.Module):
     r"""The result of `simulate_contacts`.
 
     - `ts` `(k,)`, `q`, `qd` `(k, n)`: the state at the requested save times; `modes`
-      `(k, N)`: each contact's mode there (0 rolling, 1 sliding; names in `mode_names`).
+      `(k, N)`: each contact's mode there (0 rolling, 1 sliding, 2 separated; names in
+      `mode_names`).
       Times after a run that stopped early hold `inf`.
     - `t_final`, `q_final`, `qd_final`: where the run ended (`t1` unless it stopped).
     - `switch_times` `(S,)`, `switch_contacts` `(S,)`, `switch_modes` `(S, N)`: every
@@ -29,8 +38,9 @@ class ContactTrajectory(eqx.Module):
       A sliding contact whose slip turned by more than 90° without vanishing re-anchors
       its slip direction: a boundary at which the modes stay the same.
     - `num_switches`: the number of boundaries.
-    - `status`: 0 ok, 1 lift-off, 2 switch budget exhausted, 3 integration failed,
-      4 inconsistent initial state; `failed_contact` and `failed_time` say where.
+    - `status`: 0 ok, 2 switch budget exhausted, 3 integration failed, 4 inconsistent
+      initial state, 5 an impact without a consistent impulse; `failed_contact` and
+      `failed_time` say where. (1, lift-off, is no longer produced: the contact separates.)
     - `initial_check` `(N,)`: per contact, 0 or the code of the failed initial check.
 
     With `throw=True` (the default) `simulate_contacts` raises on every status but 0.
@@ -46,6 +56,8 @@ class ContactTrajectory(eqx.Module):
     switch_times: Float[Array, " S"]
     switch_contacts: Int[Array, " S"]
     switch_modes: Int[Array, "S N"]
+    switch_q: Float[Array, "S n"]
+    switch_qd: Float[Array, "S n"]
     num_switches: Int[Array, ""]
     status: Int[Array, ""]
     failed_contact: Int[Array, ""]

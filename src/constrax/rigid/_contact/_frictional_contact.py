@@ -35,6 +35,7 @@ from ._contacts import (
     Plane,
     Sphere,
     _check_body,
+    _height,
     _check_shape,
     _param,
     contact_offset,
@@ -45,20 +46,23 @@ from ._contacts import (
 from ._friction import body_force
 
 #: The modes of a `FrictionalContact`, in the order of their integer codes.
-MODES = ("rolling", "sliding")
-ROLLING, SLIDING = 0, 1
+MODES = ("rolling", "sliding", "separated")
+ROLLING, SLIDING, SEPARATED = 0, 1, 2
 
 
 def mode_code(mode, where: str) -> int:
-    """The integer code of a mode name (`"rolling"` or `"sliding"`); ValueError otherwise."""
+    """The integer code of a mode name (`"rolling"`, `"sliding"` or `"separated"`);
+    ValueError otherwise."""
     if mode not in MODES:
-        raise ValueError(f"{where}: a mode must be 'rolling' or 'sliding', got {mode!r}")
+        raise ValueError(
+            f"{where}: a mode must be 'rolling', 'sliding' or 'separated', got {mode!r}"
+        )
     return MODES.index(mode)
 
 
-def _coefficient(value, parameter: str, contact: str):
-    """A friction coefficient: a callable `p -> value` (checked when `simulate_contacts`
-    reads it) or a number/array, checked now if concrete (finite, non-negative scalar)."""
+def _coefficient(value, parameter: str, contact: str, upper: float = np.inf):
+    """A coefficient: a callable `p -> value` (checked when `simulate_contacts` reads it)
+    or a number/array, checked now if concrete (a finite scalar in `[0, upper]`)."""
     if callable(value):
         return value
     try:
@@ -76,10 +80,9 @@ def _coefficient(value, parameter: str, contact: str):
         arr = arr.astype(jnp.result_type(float))
     if _is_concrete(arr):
         v = float(np.asarray(arr))
-        if not np.isfinite(v) or v < 0:
-            raise ValueError(
-                f"FrictionalContact {contact!r}: `{parameter}` must be finite and >= 0, got {v}"
-            )
+        if not np.isfinite(v) or v < 0 or v > upper:
+            bound = "finite and >= 0" if upper == np.inf else f"in [0, {upper:g}]"
+            raise ValueError(f"FrictionalContact {contact!r}: `{parameter}` must be {bound}, got {v}")
     return arr
 
 
@@ -89,13 +92,17 @@ def _is_concrete(x) -> bool:
 
 class FrictionalContact(eqx.Module):
     r"""A `Sphere` or `Disk` body on a (possibly moving) `Plane` with Coulomb friction:
-    static coefficient $\mu_s$, kinetic coefficient $\mu_k \le \mu_s$.
+    static coefficient $\mu_s$, kinetic coefficient $\mu_k \le \mu_s$, and Newton's
+    restitution coefficient $e$ for the impacts where it lands.
 
     In the *rolling* mode the contact is the constraint of `rolling_contact` (normal row
     and two no-slip rows); in the *sliding* mode it is the normal row of `plane_contact`
     and the kinetic friction force $F = -\mu_k N\hat s$ at the contact point, $N$ the
     normal reaction (Loparo & Vakalis 2002, §7.9: friction is a force in the common
-    tangent plane, not a constraint). `simulate_contacts` switches between the modes.
+    tangent plane, not a constraint); in the *separated* mode it has no rows and the body
+    flies freely until the gap closes, where an impact (Newton's restitution law with a
+    Coulomb bound on the tangential impulse) decides whether it bounces, rolls or slides.
+    `simulate_contacts` switches between the modes.
 
     **Arguments:**
 
@@ -105,6 +112,13 @@ class FrictionalContact(eqx.Module):
       $\mu_s \ge \mu_k$; numbers, scalar arrays (differentiable leaves of the contact) or
       callables `p -> value` (differentiable parameters). Concrete values are checked
       here; callables when `simulate_contacts` reads them.
+    - `restitution` ($e$, default 0: plastic impacts): the ratio of the normal separation
+      speed after an impact to the approach speed before it, in $[0, 1]$; a number, a
+      scalar array or a callable, as the friction coefficients.
+    - `restitution_threshold` ($v_\text{rest}$, default `1e-2`, in the model's units of
+      velocity): impacts approaching slower than this are plastic ($e = 0$): the contact
+      closes instead of bouncing on. It ends a Zeno sequence of bounces ($e < 1$ on a flat
+      floor) after finitely many (docs page "Rolling or sliding").
     - `name`: the contact's name in errors and results (default: the body's name).
 
     **Example:**
@@ -112,7 +126,8 @@ class FrictionalContact(eqx.Module):
     ```python
     ball = cx.rigid.RigidBody(1.0, jnp.full(3, 0.004), name="ball")
     contact = cx.rigid.FrictionalContact(
-        ball, cx.rigid.Sphere(0.1), static_friction=0.3, kinetic_friction=lambda p: p["mu"]
+        ball, cx.rigid.Sphere(0.1), static_friction=0.3, kinetic_friction=lambda p: p["mu"],
+        restitution=0.8,
     )
     ```
     """
@@ -122,6 +137,8 @@ class FrictionalContact(eqx.Module):
     plane: Plane
     static_friction: Float[Array, ""] | Callable
     kinetic_friction: Float[Array, ""] | Callable
+    restitution: Float[Array, ""] | Callable
+    restitution_threshold: Float[Array, ""] | Callable
     name: str = eqx.field(static=True)
 
     def __init__(
@@ -132,6 +149,8 @@ class FrictionalContact(eqx.Module):
         *,
         static_friction: Float[ArrayLike, ""] | Callable,
         kinetic_friction: Float[ArrayLike, ""] | Callable,
+        restitution: Float[ArrayLike, ""] | Callable = 0.0,
+        restitution_threshold: Float[ArrayLike, ""] | Callable = 1e-2,
         name: str | None = None,
     ):
         _check_body(body)
@@ -147,6 +166,10 @@ class FrictionalContact(eqx.Module):
         self.name = name
         self.static_friction = _coefficient(static_friction, "static_friction", name)
         self.kinetic_friction = _coefficient(kinetic_friction, "kinetic_friction", name)
+        self.restitution = _coefficient(restitution, "restitution", name, upper=1.0)
+        self.restitution_threshold = _coefficient(
+            restitution_threshold, "restitution_threshold", name
+        )
         mu_s, mu_k = self.static_friction, self.kinetic_friction
         if not callable(mu_s) and not callable(mu_k) and _is_concrete(mu_s) and _is_concrete(mu_k):
             if float(mu_s) < float(mu_k):
@@ -159,11 +182,21 @@ class FrictionalContact(eqx.Module):
 
     def coefficients(self, p) -> tuple[Float[Array, ""], Float[Array, ""]]:
         r"""$(\mu_s, \mu_k)$ as scalar arrays, read from `p` where they are callables."""
+        return self._read(
+            p, ("static_friction", self.static_friction), ("kinetic_friction", self.kinetic_friction)
+        )
+
+    def impact_coefficients(self, p) -> tuple[Float[Array, ""], Float[Array, ""]]:
+        r"""$(e, v_\text{rest})$ as scalar arrays, read from `p` where they are callables."""
+        return self._read(
+            p,
+            ("restitution", self.restitution),
+            ("restitution_threshold", self.restitution_threshold),
+        )
+
+    def _read(self, p, *items) -> tuple:
         out = []
-        for label, value in (
-            ("static_friction", self.static_friction),
-            ("kinetic_friction", self.kinetic_friction),
-        ):
+        for label, value in items:
             v = jnp.asarray(_param(value, p))
             if v.shape != ():
                 raise ValueError(
@@ -171,22 +204,37 @@ class FrictionalContact(eqx.Module):
                     f"got shape {v.shape}"
                 )
             out.append(v)
-        return out[0], out[1]
+        return tuple(out)
 
     # -- the rows of each mode -------------------------------------------------------------
 
     def constraints(self, mode: str) -> list[AbstractConstraint]:
         r"""The constraint rows of `mode`: rolling, one `cx.Pfaffian` of three rows
         (normal, $t_1$, $t_2$, named `"<name>.rolling"`); sliding, the one normal row
-        (`"<name>.normal"`). The normal row comes first in both."""
+        (`"<name>.normal"`); separated, none. The normal row comes first."""
         code = mode_code(mode, f"FrictionalContact {self.name!r}")
         if code == ROLLING:
             return rolling_contact(self.body, self.shape, self.plane, name=self.name)
-        return [plane_contact(self.body, self.shape, self.plane, name=f"{self.name}.normal")]
+        if code == SLIDING:
+            return [plane_contact(self.body, self.shape, self.plane, name=f"{self.name}.normal")]
+        return []
 
     def num_rows(self, mode: str) -> int:
-        """Rows of `mode` (3 rolling, 1 sliding)."""
-        return 3 if mode_code(mode, f"FrictionalContact {self.name!r}") == ROLLING else 1
+        """Rows of `mode` (3 rolling, 1 sliding, 0 separated)."""
+        return (3, 1, 0)[mode_code(mode, f"FrictionalContact {self.name!r}")]
+
+    def gap(self, t, q, p) -> Float[Array, ""]:
+        r"""The height $g = n\cdot(r + \Delta) - h$ of the shape's lowest point above the
+        plane: zero in contact, positive while separated."""
+        return _height(self.body, self.shape, self.plane)(t, q, p)[0]
+
+    def contact_velocity(self, t, q, qd, p) -> Float[Array, " 3"]:
+        r"""$(n, t_1, t_2)\cdot v_c$: the velocity of the material contact point relative to
+        the plane in the contact frame (the rows of `rolling_contact`; its normal
+        component is $\dot g$)."""
+        _, v = self._contact_velocity(t, q, qd, p)
+        frame = jnp.concatenate([self.plane.normal[None], self.plane.tangents()])
+        return frame.astype(q.dtype) @ v
 
     # -- kinematics at the contact point ---------------------------------------------------
 

@@ -13,18 +13,25 @@ $N = \lambda_{0,n} + Y_n N$, and then $\ddot q = \ddot q_0 + XN$ — exact, no i
 (a singular $I - Y_n$ is Painlevé's paradox, where Coulomb friction has no consistent
 solution).
 
+A separated contact has no rows and no force: the body flies freely over it.
+
 A segment lasts while, for every contact $i$, its event function
 
 $$
 \phi_i = \begin{cases}
 \mu_{s,i}N_i - |\lambda_{t,i}| & \text{rolling (inside the static friction cone)}\\
 s_i\cdot a_i & \text{sliding (the slip velocity along its initial direction } a_i
-\text{ has not reached zero)}
+\text{ has not reached zero)}\\
+g_i & \text{separated (the gap has not closed)}
 \end{cases}
 $$
 
-and its normal reaction $N_i$ stay positive: the segment's event is the first sign change
-of $\min_i\min(\phi_i, N_i)$.
+and, in contact, its normal reaction $N_i$ stay positive: the segment's event is the first
+sign change of $\min_i\min(\phi_i, N_i)$ from positive to non-positive. A separated
+contact watches $g_i - \delta$, $\delta$ the run's `tolerance` in units of length: a gap
+that starts at zero (after a lift-off or a bounce) fires only once it has opened beyond
+$\delta$, not on the rounding of a grazing start, and a touchdown is located where the gap
+is $\delta$.
 """
 
 from typing import NamedTuple
@@ -40,7 +47,7 @@ from ..._dynamics import accelerations
 from ..._system import System
 from ..._terms import mass_matrix
 from .._kinematics._so3 import safe_rsqrt, safe_sqrt
-from ._frictional_contact import MODES, ROLLING, SLIDING, FrictionalContact
+from ._frictional_contact import MODES, ROLLING, SEPARATED, SLIDING, FrictionalContact
 
 
 def _unit(v) -> Array:
@@ -66,8 +73,14 @@ def _smallest(x: Array) -> Array:
 
 
 def _combos(n: int) -> list[tuple[int, ...]]:
-    """Every assignment of modes to `n` contacts; combo `i` gives contact `j` mode bit `j`."""
-    return [tuple((i >> j) & 1 for j in range(n)) for i in range(2**n)]
+    """Every assignment of modes to `n` contacts; combo `i` gives contact `j` the base-3
+    digit `j` of `i` (`_combo_index`)."""
+    return [tuple((i // len(MODES) ** j) % len(MODES) for j in range(n)) for i in range(len(MODES) ** n)]
+
+
+def _combo_index(modes) -> Array:
+    """The index in `_combos` of the mode assignment `modes` `(N,)`."""
+    return jnp.sum(modes * (len(MODES) ** jnp.arange(modes.shape[0])))
 
 
 class _Eval(NamedTuple):
@@ -79,6 +92,7 @@ class _Eval(NamedTuple):
     tangential: Array  # (N, 3) tangential reaction (spatial; zero while sliding)
     slip: Array  # (N, 3) slip velocities
     scale: Array  # (N,) slip speed scales
+    gap: Array  # (N,) heights of the lowest points above the planes
 
 
 class _Model(eqx.Module):
@@ -87,6 +101,9 @@ class _Model(eqx.Module):
     system: System = eqx.field(static=True)
     contacts: tuple[FrictionalContact, ...]
     stabilisation: object
+    # A separated contact's event is its gap less this margin: a gap that starts at zero
+    # (a lift-off, a bounce) fires only once it has opened beyond rounding.
+    gap_margin: float = eqx.field(static=True, default=0.0)
 
     def combo_system(self, combo) -> System:
         rows = []
@@ -128,7 +145,10 @@ class _Model(eqx.Module):
             )
             qdd = qdd + X @ N
             lam = lam + Y @ N
-        normal = jnp.stack([lam[offsets[i]] for i in range(len(self.contacts))])
+        zero = jnp.zeros((), q.dtype)
+        normal = jnp.stack(
+            [zero if m == SEPARATED else lam[offsets[i]] for i, m in enumerate(combo)]
+        )
         tangential = []
         for i, (contact, m) in enumerate(zip(self.contacts, combo, strict=True)):
             if m == ROLLING:
@@ -136,13 +156,13 @@ class _Model(eqx.Module):
                 tangential.append(lam[offsets[i] + 1 : offsets[i] + 3] @ tangents)
             else:
                 tangential.append(jnp.zeros(3, q.dtype))
-        slip = jnp.stack([c.slip_velocity(t, q, qd_u, p) for c in self.contacts])
-        scale = jnp.stack([c.speed_scale(t, q, qd_u, p) for c in self.contacts])
-        return _Eval(out.velocity, qdd, normal, jnp.stack(tangential), slip, scale)
+        slip, scale = self.slips(t, q, qd_u, p)
+        gap = jnp.stack([c.gap(t, q, p) for c in self.contacts])
+        return _Eval(out.velocity, qdd, normal, jnp.stack(tangential), slip, scale, gap)
 
     def evaluate(self, modes, t, q, qd, p, anchors) -> _Eval:
         combos = _combos(len(self.contacts))
-        index = jnp.sum(modes * (2 ** jnp.arange(len(self.contacts))))
+        index = _combo_index(modes)
         branches = [(lambda c: lambda *a: self.evaluate_combo(c, *a))(combo) for combo in combos]
         return jax.lax.switch(index, branches, t, q, qd, p, anchors)
 
@@ -152,12 +172,22 @@ class _Model(eqx.Module):
         ev = self.evaluate(modes, t, q, qd, p, anchors)
         return _smallest(self.conditions(modes, ev, anchors, p))
 
+    def slips(self, t, q, qd, p) -> tuple[Array, Array]:
+        """The slip velocities `(N, 3)` and their speed scales `(N,)` at `(t, q, qd)`."""
+        slip = jnp.stack([c.slip_velocity(t, q, qd, p) for c in self.contacts])
+        scale = jnp.stack([c.speed_scale(t, q, qd, p) for c in self.contacts])
+        return slip, scale
+
     def static_friction(self, p) -> Array:
         return jnp.stack([c.coefficients(p)[0] for c in self.contacts])
 
     def conditions(self, modes, ev: _Eval, anchors, p) -> Array:
         r"""`(N, 2)`: per contact the mode's event function $\phi_i$ and the normal
-        reaction $N_i$; each positive while the mode holds."""
+        reaction $N_i$ (the gap $g_i$ less `gap_margin`, twice, while separated); each
+        positive while the mode holds."""
         cone = self.static_friction(p) * ev.normal - _norm(ev.tangential)
         along = jnp.sum(ev.slip * anchors, axis=-1)
-        return jnp.stack([jnp.where(modes == ROLLING, cone, along), ev.normal], axis=1)
+        separated = modes == SEPARATED
+        gap = ev.gap - self.gap_margin
+        phi = jnp.where(modes == ROLLING, cone, jnp.where(separated, gap, along))
+        return jnp.stack([phi, jnp.where(separated, gap, ev.normal)], axis=1)

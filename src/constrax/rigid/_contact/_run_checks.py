@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
-from ._contact_trajectory import INCONSISTENT, LIFT_OFF, OK, ZENO, ContactTrajectory
+from ._contact_trajectory import IMPACT, INCONSISTENT, OK, ZENO, ContactTrajectory
 from ._contacts import _param
-from ._frictional_contact import ROLLING, SLIDING
+from ._frictional_contact import ROLLING, SEPARATED, SLIDING
 from ._mode_dynamics import _Model, _norm, _unit
 
 # Per-contact codes of the initial checks (`ContactTrajectory.initial_check`).
@@ -27,12 +27,13 @@ _INIT_CODES = (
     "cone |lambda_t| <= mu_s N: declare it 'sliding'",
     "is declared 'sliding' but its slip velocity is zero: declare it 'rolling' (it slides "
     "at once if friction cannot hold it)",
-    "has no positive normal reaction at t0 (the body is not pressed onto the plane: it "
-    "would lift off)",
+    "has no positive normal reaction at t0 (the body is not pressed onto the plane: "
+    "declare it 'separated', and it lifts off)",
     "has a shape whose radius is not finite and > 0",
+    "needs a `restitution` e in [0, 1] and a finite `restitution_threshold` >= 0",
 )
 # The order in which the initial checks are made (the first failed one is reported).
-_INIT_ORDER = (8, 1, 2, 3, 4, 5, 6, 7)
+_INIT_ORDER = (8, 1, 2, 3, 9, 4, 5, 6, 7)
 
 
 def _initial_codes(model: _Model, modes, t, q, qd, p, tolerance) -> tuple[Array, Array]:
@@ -45,6 +46,9 @@ def _initial_codes(model: _Model, modes, t, q, qd, p, tolerance) -> tuple[Array,
     coefficients = [c.coefficients(p) for c in model.contacts]
     mu_s = jnp.stack([m[0] for m in coefficients])
     mu_k = jnp.stack([m[1] for m in coefficients])
+    impact = [c.impact_coefficients(p) for c in model.contacts]
+    e = jnp.stack([x[0] for x in impact])
+    threshold = jnp.stack([x[1] for x in impact])
     slipping = _norm(slip) > tolerance * (1.0 + scale)
     cone = mu_s * ev.normal - _norm(ev.tangential)
     radius = jnp.stack([jnp.asarray(_param(c.shape.radius, p), q.dtype) for c in model.contacts])
@@ -55,12 +59,15 @@ def _initial_codes(model: _Model, modes, t, q, qd, p, tolerance) -> tuple[Array,
         (modes == ROLLING) & slipping,
         (modes == ROLLING) & (cone < -tolerance * (1.0 + jnp.abs(ev.normal))),
         (modes == SLIDING) & ~slipping,
-        ~(ev.normal > 0),
+        (modes != SEPARATED) & ~(ev.normal > 0),
         ~(jnp.isfinite(radius) & (radius > 0)),
+        ~((e >= 0) & (e <= 1) & jnp.isfinite(threshold) & (threshold >= 0)),
     ]
     code = jnp.zeros(len(model.contacts), jnp.int32)
     for k in reversed(_INIT_ORDER):
         code = jnp.where(checks[k - 1], k, code)
+    # The scale of the normal reactions: of the contacts in contact at t0, else the weight
+    # the first of them to close will carry (its order of magnitude: |W qdd| of free flight).
     return code, anchors, jnp.max(jnp.abs(ev.normal)) + jnp.finfo(q.dtype).tiny
 
 
@@ -70,9 +77,9 @@ def _messages(contacts, max_switches: int) -> list[str]:
     where = "cx.rigid.simulate_contacts"
     for c in contacts:
         out.append(
-            f"{where}: the normal reaction of contact {c.name!r} reached zero: the body lifts "
-            "off the plane, which FrictionalContact does not model (rerun with throw=False "
-            "and read `failed_time`)"
+            f"{where}: the impact of contact {c.name!r} has no consistent impulse (the "
+            "sliding impulse would push the body into the plane: a Painleve-like impact; "
+            "rerun with throw=False and read `failed_time`)"
         )
     for c in contacts:
         out.append(
@@ -96,7 +103,7 @@ def _error_index(out: ContactTrajectory, N: int) -> Array:
     block = jnp.where(
         out.status == INCONSISTENT,
         3 + jnp.take(out.initial_check, c) - 1,
-        jnp.where(out.status == LIFT_OFF, 0, jnp.where(out.status == ZENO, 1, 2)),
+        jnp.where(out.status == IMPACT, 0, jnp.where(out.status == ZENO, 1, 2)),
     )
     return (block * N + c).astype(jnp.int32)
 
@@ -124,13 +131,13 @@ def _raise_eager(out: ContactTrajectory, contacts, max_switches: int) -> None:
         raise ValueError(f"{where}: contact {name!r} {_INIT_CODES[code]}{detail}")
     if _traced(out.failed_time):
         index = int(_error_index(out, len(contacts)))
-        error = ValueError if status == LIFT_OFF else RuntimeError
-        raise error(_messages(contacts, max_switches)[index])
+        raise RuntimeError(_messages(contacts, max_switches)[index])
     time = float(out.failed_time)
-    if status == LIFT_OFF:
-        raise ValueError(
-            f"{where}: the normal reaction of contact {name!r} reached zero at t = {time!r}: "
-            "the body lifts off the plane, which FrictionalContact does not model"
+    if status == IMPACT:
+        raise RuntimeError(
+            f"{where}: the impact of contact {name!r} at t = {time!r} has no consistent "
+            "impulse (the sliding impulse would push the body into the plane: a "
+            "Painleve-like impact)"
         )
     if status == ZENO:
         raise RuntimeError(
@@ -145,18 +152,23 @@ def _raise_eager(out: ContactTrajectory, contacts, max_switches: int) -> None:
 
 
 def _check_coefficients(contacts, p) -> None:
-    """The friction coefficients read from `p`, checked now where they are concrete (under
-    a trace the run checks them, `ContactTrajectory.initial_check`)."""
+    """The friction and impact coefficients read from `p`, checked now where they are
+    concrete (under a trace the run checks them, `ContactTrajectory.initial_check`)."""
     for c in contacts:
-        mu_s, mu_k = c.coefficients(p)
-        if isinstance(mu_s, jax.core.Tracer) or isinstance(mu_k, jax.core.Tracer):
-            continue
-        mu_s, mu_k = float(mu_s), float(mu_k)
         where = f"cx.rigid.simulate_contacts: contact {c.name!r}"
-        got = f" (got mu_s = {mu_s}, mu_k = {mu_k})"
-        if not (np.isfinite(mu_s) and mu_s >= 0):
-            raise ValueError(f"{where} {_INIT_CODES[1]}{got}")
-        if not (np.isfinite(mu_k) and mu_k >= 0):
-            raise ValueError(f"{where} {_INIT_CODES[2]}{got}")
-        if mu_s < mu_k:
-            raise ValueError(f"{where} {_INIT_CODES[3]}{got}")
+        mu_s, mu_k = c.coefficients(p)
+        if not _traced(mu_s, mu_k):
+            mu_s, mu_k = float(mu_s), float(mu_k)
+            got = f" (got mu_s = {mu_s}, mu_k = {mu_k})"
+            if not (np.isfinite(mu_s) and mu_s >= 0):
+                raise ValueError(f"{where} {_INIT_CODES[1]}{got}")
+            if not (np.isfinite(mu_k) and mu_k >= 0):
+                raise ValueError(f"{where} {_INIT_CODES[2]}{got}")
+            if mu_s < mu_k:
+                raise ValueError(f"{where} {_INIT_CODES[3]}{got}")
+        e, threshold = c.impact_coefficients(p)
+        if not _traced(e, threshold):
+            e, threshold = float(e), float(threshold)
+            if not (0 <= e <= 1 and np.isfinite(threshold) and threshold >= 0):
+                got = f" (got e = {e}, restitution_threshold = {threshold})"
+                raise ValueError(f"{where} {_INIT_CODES[9]}{got}")
