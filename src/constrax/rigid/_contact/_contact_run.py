@@ -83,15 +83,21 @@ class _Walk(NamedTuple):
 
 def _term_and_event(model: _Model, root_finder) -> tuple[diffrax.ODETerm, diffrax.Event]:
     """The vector field of a segment in its modes, and its event $\\min_i\\min(\\phi_i,
-    N_i)$, both reading `args = (p, modes, anchors)`."""
+    N_i)$, both reading `args = (p, modes, anchors, rest)`.
+
+    `rest` is `(done, q, qd)`: whether the run has finished, and its carried state. Under
+    `vmap` diffrax evaluates the event's root find of every lane, also of one that took no
+    step, on an interpolation of zeros; such a lane's event is evaluated at its carried
+    state instead, where the dynamics are defined (their checks would fire on zeros)."""
 
     def field(t, y, args):
-        p_, modes, anchors = args
+        p_, modes, anchors, _ = args
         ev = model.evaluate(modes, t, y[0], y[1], p_, anchors)
         return ev.q_dot, ev.qdd
 
     def cond(t, y, args, **kwargs):
-        p_, modes, anchors = args
+        p_, modes, anchors, (done, q_rest, qd_rest) = args
+        y = (jnp.where(done, q_rest, y[0]), jnp.where(done, qd_rest, y[1]))
         return model.event_value(modes, t, y[0], y[1], p_, anchors)
 
     return diffrax.ODETerm(field), diffrax.Event(cond, root_finder=root_finder, direction=False)
@@ -110,7 +116,7 @@ def _integrate(walk: _Walk, carry: _Carry, start) -> diffrax.Solution:
         walk.t1,
         walk.dt0,
         (carry.q, carry.qd),
-        args=(walk.p, carry.modes, carry.anchors),
+        args=(walk.p, carry.modes, carry.anchors, (carry.done, carry.q, carry.qd)),
         saveat=saveat,
         stepsize_controller=walk.stepsize_controller,
         adjoint=walk.adjoint,

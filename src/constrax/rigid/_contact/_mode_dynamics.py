@@ -28,10 +28,12 @@ $$
 
 and, in contact, its normal reaction $N_i$ stay positive: the segment's event is the first
 sign change of $\min_i\min(\phi_i, N_i)$ from positive to non-positive. A separated
-contact watches $g_i - \delta$, $\delta$ the run's `tolerance` in units of length: a gap
-that starts at zero (after a lift-off or a bounce) fires only once it has opened beyond
-$\delta$, not on the rounding of a grazing start, and a touchdown is located where the gap
-is $\delta$.
+contact watches $\phi_i = g_i - \delta + \tau\max(\dot g_i, 0)$, $\delta$ the run's
+`tolerance` in units of length and $\tau$ = 1 time unit. Its root is where the gap
+closes to $\delta$ ($\dot g < 0$ there: the touchdown); a flight that starts at zero gap
+is positive from its start after a bounce ($\dot g = ev > 0$), so that a step over the
+whole flight still sees the sign change, and after a lift-off once the gap opens beyond
+rounding ($\delta$), not on the rounding of a grazing start.
 """
 
 from typing import NamedTuple
@@ -48,6 +50,11 @@ from ..._system import System
 from ..._terms import mass_matrix
 from .._kinematics._so3 import safe_rsqrt, safe_sqrt
 from ._frictional_contact import MODES, ROLLING, SEPARATED, SLIDING, FrictionalContact
+
+
+# The time over which an opening gap's rate counts as gap in a separated contact's event
+# function (any positive time: the function's root, where the gap closes, does not move).
+_OPENING_TIME = 1.0
 
 
 def _unit(v) -> Array:
@@ -93,6 +100,7 @@ class _Eval(NamedTuple):
     slip: Array  # (N, 3) slip velocities
     scale: Array  # (N,) slip speed scales
     gap: Array  # (N,) heights of the lowest points above the planes
+    gap_rate: Array  # (N,) their rates, the normal velocities of the contact points
 
 
 class _Model(eqx.Module):
@@ -158,7 +166,8 @@ class _Model(eqx.Module):
                 tangential.append(jnp.zeros(3, q.dtype))
         slip, scale = self.slips(t, q, qd_u, p)
         gap = jnp.stack([c.gap(t, q, p) for c in self.contacts])
-        return _Eval(out.velocity, qdd, normal, jnp.stack(tangential), slip, scale, gap)
+        rate = jnp.stack([c.contact_velocity(t, q, qd_u, p)[0] for c in self.contacts])
+        return _Eval(out.velocity, qdd, normal, jnp.stack(tangential), slip, scale, gap, rate)
 
     def evaluate(self, modes, t, q, qd, p, anchors) -> _Eval:
         combos = _combos(len(self.contacts))
@@ -188,6 +197,9 @@ class _Model(eqx.Module):
         cone = self.static_friction(p) * ev.normal - _norm(ev.tangential)
         along = jnp.sum(ev.slip * anchors, axis=-1)
         separated = modes == SEPARATED
-        gap = ev.gap - self.gap_margin
+        # The gap, lifted while it opens: positive from the start of a flight that
+        # starts at zero gap (a bounce), whatever the step; equal to g - delta where it
+        # closes, so the touchdown is its root (module docstring).
+        gap = ev.gap - self.gap_margin + jnp.maximum(ev.gap_rate, 0.0) * _OPENING_TIME
         phi = jnp.where(modes == ROLLING, cone, jnp.where(separated, gap, along))
         return jnp.stack([phi, jnp.where(separated, gap, ev.normal)], axis=1)

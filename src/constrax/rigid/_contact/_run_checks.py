@@ -85,7 +85,8 @@ def _messages(contacts, max_switches: int) -> list[str]:
         out.append(
             f"{where}: more than max_switches={max_switches} mode switches, the last at "
             f"contact {c.name!r}: a Zeno sequence of switches? Raise `max_switches` if the "
-            "switches are genuine (rerun with throw=False and read `switch_times`)"
+            "switches are genuine, or a bouncing contact's `restitution_threshold` (rerun with "
+            "throw=False and read `switch_times`)"
         )
     for c in contacts:
         out.append(
@@ -143,7 +144,7 @@ def _raise_eager(out: ContactTrajectory, contacts, max_switches: int) -> None:
         raise RuntimeError(
             f"{where}: more than max_switches={max_switches} mode switches by t = {time!r}, the "
             f"last at contact {name!r}: a Zeno sequence of switches? Raise `max_switches` if "
-            "the switches are genuine"
+            "the switches are genuine, or a bouncing contact's `restitution_threshold`"
         )
     raise RuntimeError(
         f"{where}: the integration failed after t = {time!r} (max_steps reached or non-finite "
