@@ -154,8 +154,6 @@ def test_bounces_under_jit_and_vmap_match_single_runs():
     batched = jax.jit(jax.vmap(second_bounce))(es)
     expected = T0 + 2 * np.asarray(es) * V0 / G
     np.testing.assert_allclose(np.asarray(batched), expected, atol=1e-8)
-    grads = jax.vmap(jax.grad(second_bounce))(es)
-    np.testing.assert_allclose(np.asarray(grads), [2 * V0 / G] * 2, atol=1e-7)
 
 
 # ----------------------------------------------------------------------------------------
