@@ -31,18 +31,15 @@ from ..._constraints import AbstractConstraint
 from .._kinematics._body import AbstractRigidBody
 from .._kinematics._so3 import safe_sqrt
 from ._contacts import (
-    Disk,
     Plane,
-    Sphere,
     _check_body,
-    _check_shape,
-    _param,
     contact_offset,
     contact_point_velocity,
     plane_contact,
     rolling_contact,
 )
 from ._friction import body_force
+from ._shapes import Disk, Sphere, _check_shape, _param
 
 #: The modes of a `FrictionalContact`, in the order of their integer codes.
 MODES = ("rolling", "sliding")
