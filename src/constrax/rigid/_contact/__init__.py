@@ -35,7 +35,7 @@ from ._friction import (
     viscous_spin_friction as viscous_spin_friction,
 )
 from ._frictional_contact import FrictionalContact as FrictionalContact
-from ._shapes import Disk as Disk, Sphere as Sphere
+from ._shapes import Disk as Disk, Ellipsoid as Ellipsoid, Sphere as Sphere
 from ._switching import (
     ContactTrajectory as ContactTrajectory,
     simulate_contacts as simulate_contacts,

@@ -16,7 +16,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._contacts import _height, _param, contact_point_velocity
+from ._contacts import _height, contact_point_velocity
 from ._frictional_contact import ROLLING, FrictionalContact
 
 
@@ -26,8 +26,8 @@ def _messages(contact: FrictionalContact, mode: int, tolerance, where: str) -> l
     rows = f"{name}.rolling" if mode == ROLLING else f"{name}.normal"
     tol = "skipped" if tolerance is None else f"{tolerance:g}"
     out = [
-        f"{where}: contact {name!r}: the radius of its {type(contact.shape).__name__} must be "
-        "finite and > 0",
+        f"{where}: contact {name!r}: the {contact.shape.size_name} of its "
+        f"{type(contact.shape).__name__} must be finite and > 0",
         f"{where}: contact {name!r}: the initial state is not on the plane: its height row "
         f"{rows}[0] (the height n.(r + Delta) - h of the shape's lowest point above the "
         f"plane) is not zero to initial_tolerance={tol}. Start the body touching the plane "
@@ -49,8 +49,7 @@ def _messages(contact: FrictionalContact, mode: int, tolerance, where: str) -> l
 
 def _violations(contact: FrictionalContact, mode: int, t, q, qd, p, tolerance) -> jax.Array:
     """`True` where the check of the same index in `_messages` fails."""
-    radius = jnp.asarray(_param(contact.shape.radius, p), q.dtype)
-    bad = [~(jnp.isfinite(radius) & (radius > 0))]
+    bad = [~contact.shape.sizes_valid(p, q.dtype)]
     if tolerance is None:
         return jnp.stack(bad + [jnp.zeros((), bool)] * (2 + 2 * (mode == ROLLING)))
     scale = jnp.maximum(1.0, jnp.max(jnp.abs(qd)))

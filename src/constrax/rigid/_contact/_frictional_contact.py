@@ -1,5 +1,5 @@
-r"""`FrictionalContact`: a `Sphere` or `Disk` on a `Plane` with Coulomb friction, in one of
-two modes.
+r"""`FrictionalContact`: a `Sphere`, `Disk` or `Ellipsoid` on a `Plane` with Coulomb
+friction, in one of two modes.
 
 Loparo & Vakalis 2002, §7.9: the reaction of an ideal constraint does no work and vanishes
 from the reduced dynamics, while friction in the common tangent plane stays as a force and
@@ -39,7 +39,7 @@ from ._contacts import (
     rolling_contact,
 )
 from ._friction import body_force
-from ._shapes import Disk, Sphere, _check_shape, _param
+from ._shapes import Disk, Ellipsoid, Sphere, _check_shape, _param
 
 #: The modes of a `FrictionalContact`, in the order of their integer codes.
 MODES = ("rolling", "sliding")
@@ -85,7 +85,8 @@ def _is_concrete(x) -> bool:
 
 
 class FrictionalContact(eqx.Module):
-    r"""A `Sphere` or `Disk` body on a (possibly moving) `Plane` with Coulomb friction:
+    r"""A `Sphere`, `Disk` or `Ellipsoid` body on a (possibly moving) `Plane` with Coulomb
+    friction:
     static coefficient $\mu_s$, kinetic coefficient $\mu_k \le \mu_s$.
 
     In the *rolling* mode the contact is the constraint of `rolling_contact` (normal row
@@ -115,7 +116,7 @@ class FrictionalContact(eqx.Module):
     """
 
     body: AbstractRigidBody
-    shape: Sphere | Disk
+    shape: Sphere | Disk | Ellipsoid
     plane: Plane
     static_friction: Float[Array, ""] | Callable
     kinetic_friction: Float[Array, ""] | Callable
@@ -124,7 +125,7 @@ class FrictionalContact(eqx.Module):
     def __init__(
         self,
         body: AbstractRigidBody,
-        shape: Sphere | Disk,
+        shape: Sphere | Disk | Ellipsoid,
         plane: Plane | None = None,
         *,
         static_friction: Float[ArrayLike, ""] | Callable,

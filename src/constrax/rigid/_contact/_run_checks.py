@@ -10,7 +10,6 @@ import numpy as np
 from jaxtyping import Array
 
 from ._contact_trajectory import INCONSISTENT, LIFT_OFF, OK, ZENO, ContactTrajectory
-from ._contacts import _param
 from ._frictional_contact import ROLLING, SLIDING
 from ._mode_dynamics import _Model, _norm, _unit
 
@@ -29,7 +28,7 @@ _INIT_CODES = (
     "at once if friction cannot hold it)",
     "has no positive normal reaction at t0 (the body is not pressed onto the plane: it "
     "would lift off)",
-    "has a shape whose radius is not finite and > 0",
+    "has a shape whose size (its `radius` or `semi_axes`) is not finite and > 0",
 )
 # The order in which the initial checks are made (the first failed one is reported).
 _INIT_ORDER = (8, 1, 2, 3, 4, 5, 6, 7)
@@ -47,7 +46,7 @@ def _initial_codes(model: _Model, modes, t, q, qd, p, tolerance) -> tuple[Array,
     mu_k = jnp.stack([m[1] for m in coefficients])
     slipping = _norm(slip) > tolerance * (1.0 + scale)
     cone = mu_s * ev.normal - _norm(ev.tangential)
-    radius = jnp.stack([jnp.asarray(_param(c.shape.radius, p), q.dtype) for c in model.contacts])
+    sizes_ok = jnp.stack([c.shape.sizes_valid(p, q.dtype) for c in model.contacts])
     checks = [
         ~(jnp.isfinite(mu_s) & (mu_s >= 0)),
         ~(jnp.isfinite(mu_k) & (mu_k >= 0)),
@@ -56,7 +55,7 @@ def _initial_codes(model: _Model, modes, t, q, qd, p, tolerance) -> tuple[Array,
         (modes == ROLLING) & (cone < -tolerance * (1.0 + jnp.abs(ev.normal))),
         (modes == SLIDING) & ~slipping,
         ~(ev.normal > 0),
-        ~(jnp.isfinite(radius) & (radius > 0)),
+        ~sizes_ok,
     ]
     code = jnp.zeros(len(model.contacts), jnp.int32)
     for k in reversed(_INIT_ORDER):
