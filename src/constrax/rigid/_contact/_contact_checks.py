@@ -6,10 +6,10 @@ A contact's rows are checked with the rules of the system's own rows
 above the plane, $g = n\cdot(r + \Delta) - h$, absolutely; the velocity rows, the normal
 row $n\cdot v_c$ and, for a rolling contact, the no-slip rows $t_i\cdot v_c$
 ($v_c = \dot r + \omega\times\Delta - v_s$), relative to $\max(1, |\dot q|_\infty)$; all
-against `initial_tolerance`. A shape's radius read from the parameters must be finite and
-$> 0$. The checks run on `stop_gradient`-ed values: a `ValueError` eagerly, an `equinox`
-runtime error with the same message under `jit`, `grad` and `vmap` (docs page "Rolling or
-sliding").
+against `initial_tolerance`. A shape's sizes read from the parameters (a radius, the
+semi-axes) must be finite and $> 0$ (`sizes_valid`). The checks run on
+`stop_gradient`-ed values: a `ValueError` eagerly, an `equinox` runtime error with the
+same message under `jit`, `grad` and `vmap` (docs page "Rolling or sliding").
 """
 
 import equinox as eqx

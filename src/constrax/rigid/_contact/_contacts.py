@@ -8,8 +8,9 @@ r"""Constraint builders for rigid bodies; each returns ordinary core constraints
   $g(v_j - v_s, u) = 0$ on the velocity $v_j = \dot r + \omega\times\Delta$ of a body point
   (Briggs 2016, Definition 4.3, map 4.2.2), with an optional support velocity $v_s$ (moving
   surfaces): `cx.Pfaffian`, 1 row. Axis and direction may depend on the configuration.
-* `plane_contact` / `no_slip` / `rolling_contact`: a `Sphere` or `Disk` touching a `Plane`
-  (holonomic height of the lowest point) and rolling on it without slipping (two tangential
+* `plane_contact` / `no_slip` / `rolling_contact`: a shape (`Sphere`, `Disk`, `Ellipsoid`,
+  module `_shapes`) touching a `Plane` (holonomic height of the lowest point) and rolling
+  on it without slipping (two tangential
   rows of $v_\text{contact} - v_\text{plane} = 0$; the plane may move in itself:
   rheonomic); `rolling_contact` gives all three rows as one `cx.Pfaffian` whose normal row
   is integrable (`position=`), so the contact geometry is traced once.
@@ -339,7 +340,8 @@ def plane_contact(
     r"""The lowest point of `shape` lies on `plane`: $n\cdot(r + \Delta(q)) - h = 0$
     (holonomic, one row).
 
-    For a `Disk` (a shape whose lowest point moves with the orientation), its velocity form
+    For a `Disk`, an `Ellipsoid` or a `Sphere` whose centre is off the centre of mass (a
+    shape whose lowest point moves with the orientation), its velocity form
     $n\cdot(\dot r + \omega\times\Delta) = 0$ is handed to the engine
     (`cx.Holonomic(..., velocity=...)`): at the lowest point the contact point slides along
     the body's surface tangentially to the plane, so $n\cdot\dot\Delta =
@@ -384,8 +386,8 @@ def no_slip(
 def rolling_contact(
     body: AbstractRigidBody, shape, plane: Plane | None = None, *, name: str | None = None
 ) -> list[AbstractConstraint]:
-    r"""Rolling without slipping of a `Sphere` or `Disk` on a (possibly moving) `Plane`: the
-    material contact point moves with the plane, $\dot r + \omega\times\Delta =
+    r"""Rolling without slipping of a `Sphere`, `Disk` or `Ellipsoid` on a (possibly moving)
+    `Plane`: the material contact point moves with the plane, $\dot r + \omega\times\Delta =
     v_s(t, r + \Delta)$.
 
     One constraint of three rows, $(n, t_1, t_2)\cdot(\dot r + \omega\times\Delta - v_s)$:

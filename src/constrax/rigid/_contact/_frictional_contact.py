@@ -86,8 +86,7 @@ def _is_concrete(x) -> bool:
 
 class FrictionalContact(eqx.Module):
     r"""A `Sphere`, `Disk` or `Ellipsoid` body on a (possibly moving) `Plane` with Coulomb
-    friction:
-    static coefficient $\mu_s$, kinetic coefficient $\mu_k \le \mu_s$.
+    friction: static coefficient $\mu_s$, kinetic coefficient $\mu_k \le \mu_s$.
 
     In the *rolling* mode the contact is the constraint of `rolling_contact` (normal row
     and two no-slip rows); in the *sliding* mode it is the normal row of `plane_contact`

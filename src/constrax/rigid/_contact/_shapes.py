@@ -36,10 +36,10 @@ class Sphere(eqx.Module):
     With the default centre $X_c = 0$ the lowest point is $-an$ whatever the orientation
     (the height row is linear in $q$). A centre offset from the centre of mass, $X_c =
     (0, 0, \alpha a)$ for an axisymmetric body with its centre of mass a distance $\alpha a$
-    below the geometric centre, is the eccentric sphere that models the tippe top (Cohen
-    1977, "The tippe top revisited"; Bou-Rabee, Marsden & Romero 2004, "Tippe top inversion
-    as a dissipation-induced instability"); its lowest point moves with the orientation, and
-    `plane_contact` hands the velocity form of the height row to the engine, as for `Disk`.
+    below the geometric centre, is the eccentric sphere that models the tippe top (Bou-Rabee,
+    Marsden & Romero 2004, "Tippe top inversion as a dissipation-induced instability"); its
+    lowest point moves with the orientation, and `plane_contact` hands the velocity form of
+    the height row to the engine, as for `Disk`.
 
     `radius` is a number or a callable `p -> radius` (read from the parameters). A
     concrete radius must be finite and $> 0$ (`ValueError`); one read from the parameters
