@@ -5,13 +5,13 @@ tippe top) and the ellipsoid (the rattleback), `cx.rigid.Sphere(radius, centre=.
 References, none derived from the code under test:
 
 * the lowest point of a shape: a brute-force minimum of $n\\cdot x$ over points of its
-  surface (dense sampling refined by `scipy.optimize.minimize` under the surface's equation);
-  the time derivative of the contact height: central finite differences;
-* the rattleback's spin reversal, with the parameters of Kane & Levinson 1982, "Realistic
-  mathematical modeling of the rattleback" (Int. J. Non-Linear Mech. 17, 175-186), whose
-  reversal in one direction of spin and steady spin in the other are reproduced by Garcia &
-  Hubbard 1988, "Spin reversal of the rattleback: theory and experiment" (Proc. R. Soc.
-  Lond. A 418, 165-197);
+  surface (dense sampling refined by `scipy.optimize.minimize` in two coordinates of the
+  surface); the time derivative of the contact height: central finite differences;
+* the rattleback's spin reversal one way and steady spin the other (Kane & Levinson 1982,
+  "Realistic mathematical modeling of the rattleback", Int. J. Non-Linear Mech. 17,
+  175-186; Garcia & Hubbard 1988, "Spin reversal of the rattleback: theory and
+  experiment", Proc. R. Soc. Lond. A 418, 165-197), with Kane & Levinson's rattleback
+  (the parameters as the Autolev rattleback sample problem lists them);
 * the tippe top's inversion criterion $1 - \\alpha < I_1/I_3 < 1 + \\alpha$ (centre of mass a
   distance $\\alpha R$ from the centre of the sphere of radius $R$), as stated by Bou-Rabee,
   Marsden & Romero 2004, "Tippe top inversion as a dissipation-induced instability" (SIAM
@@ -427,6 +427,19 @@ def test_tippe_top_outside_the_range_rights_itself(tippe_runs):
             r"Sphere: `radius` must be finite and > 0, got inf",
         ),
     ],
+    ids=[
+        "ellipsoid-zero-axis",
+        "ellipsoid-negative-axis",
+        "ellipsoid-inf-axis",
+        "ellipsoid-nan-axis",
+        "ellipsoid-two-axes",
+        "ellipsoid-not-an-array",
+        "ellipsoid-centre-shape",
+        "ellipsoid-centre-nan",
+        "sphere-centre-shape",
+        "offset-sphere-negative-radius",
+        "offset-sphere-inf-radius",
+    ],
 )
 def test_bad_shape_sizes_are_refused_naming_the_shape_and_argument(make, error, match):
     with pytest.raises(error, match=match):
@@ -469,6 +482,13 @@ WHERE = r"cx\.rigid\.simulate_contacts: "
             {"a": jnp.asarray(0.0)},
             WHERE + r"contact 'celt': the radius of its Sphere must be finite and > 0",
         ),
+    ],
+    ids=[
+        "ellipsoid-negative-axis",
+        "ellipsoid-nan-axis",
+        "ellipsoid-two-axes",
+        "offset-sphere-inf-radius",
+        "offset-sphere-zero-radius",
     ],
 )
 def test_sizes_read_from_the_parameters_are_checked_at_simulate_contacts(shape, p, match):
