@@ -220,6 +220,35 @@ def test_rattleback_rolling_conserves_energy(celt_runs):
 
 
 @pytest.mark.slow
+def test_rattleback_in_simulate_contacts_rolling_follows_the_rolling_system(celt_runs):
+    """The same rattleback as a `FrictionalContact` in the rolling mode of
+    `simulate_contacts` (mu_s = 10: the friction cone is never left) follows the
+    `rolling_contact` system of `cx.simulate` through its reversal: q and qd to 1e-5 (both
+    integrated to tolerances 1e-9; the rocking amplifies their difference to about 2e-6)."""
+    contact = rg.FrictionalContact(
+        RATTLEBACK, CELT, static_friction=10.0, kinetic_friction=10.0, name="celt"
+    )
+    q0, qd0 = _celt_state(CELT_P, -1.0)
+    ts = celt_runs[-1.0].ts
+    out = rg.simulate_contacts(
+        cx.System(_celt_lagrangian, [RATTLEBACK.orientation_constraint()]),
+        [contact],
+        q0,
+        qd0,
+        CELT_P,
+        modes=["rolling"],
+        t1=4.0,
+        ts=ts,
+        stepsize_controller=diffrax.PIDController(rtol=1e-9, atol=1e-9),
+        max_switches=1,
+        max_steps=20_000,
+    )
+    assert int(out.status) == 0 and int(out.num_switches) == 0
+    np.testing.assert_allclose(np.asarray(out.q), np.asarray(celt_runs[-1.0].q), atol=1e-5)
+    np.testing.assert_allclose(np.asarray(out.qd), np.asarray(celt_runs[-1.0].qd), atol=1e-5)
+
+
+@pytest.mark.slow
 def test_gradient_of_a_rolling_run_wrt_a_semi_axis_matches_finite_differences():
     """d(omega_x at t = 0.1)/d(vertical semi-axis c), reverse mode through fixed steps, against
     central differences of the same discretisation."""

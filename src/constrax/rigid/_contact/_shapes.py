@@ -158,15 +158,15 @@ class Ellipsoid(eqx.Module):
     Its lowest point in the direction $-n$ is exact: with $m = R^\top n$ the normal in body
     axes, the surface point whose outward normal is $-m$ is
     $X^* = -A^2m/\sqrt{m^\top A^2m}$, so $\Delta = R(X_c + X^*)$ and
-    $n\cdot\Delta = n\cdot RX_c - \sqrt{m^\top A^2m}$ (the support function of the
-    ellipsoid; e.g. Kane & Levinson 1982, "Realistic mathematical modeling of the
-    rattleback", and Garcia & Hubbard 1988, "Spin reversal of the rattleback: theory and
-    experiment", whose rattleback is such an ellipsoid with its centre of mass below the
-    centre and its inertia axes turned about the vertical). The lowest point moves with the
+    $n\cdot\Delta = n\cdot RX_c - \sqrt{m^\top A^2m}$ (the ellipsoid's support function).
+    The rattleback is such an ellipsoid, its centre of mass below the centre and its
+    inertia axes turned about the vertical against the ellipsoid's (Kane & Levinson 1982,
+    "Realistic mathematical modeling of the rattleback"; Garcia & Hubbard 1988, "Spin
+    reversal of the rattleback: theory and experiment"). The lowest point moves with the
     orientation: `plane_contact` hands the velocity form $n\cdot(\dot r +
-    \omega\times\Delta)$ of the height row to the engine (at the lowest point the surface
-    is tangent to the plane, so $n\cdot R\dot X^* = 0$). The square roots are the safe
-    ones (`safe_sqrt`, `safe_rsqrt`): values and derivatives stay finite.
+    \omega\times\Delta)$ of the height row to the engine ($\dot X^*$ is tangent to the
+    surface at $X^*$, whose normal is $-m$, so $n\cdot R\dot X^* = 0$). The square roots
+    are the safe ones (`safe_sqrt`, `safe_rsqrt`): values and derivatives stay finite.
 
     `semi_axes` is a 3-sequence or `(3,)` array, or a callable `p -> (3,)` (read from the
     parameters); concrete semi-axes must all be finite and $> 0$ (`ValueError`), ones read
