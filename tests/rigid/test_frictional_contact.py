@@ -515,7 +515,7 @@ def test_contact_without_normal_row_and_bad_modes_are_refused():
         )
     p = _params()
     q0, qd0 = _state(p, 3.0)
-    with pytest.raises(ValueError, match=r"a mode must be 'rolling', 'sliding' or 'separated', got 'slipping'"):
+    with pytest.raises(ValueError, match=r"'rolling', 'sliding' or 'separated', got 'slipping'"):
         _run(p, q0, qd0, "slipping")
     with pytest.raises(ValueError, match=r"one mode per contact"):
         rg.simulate_contacts(SYSTEM, [CONTACT], q0, qd0, p, modes=[], t1=1.0)

@@ -50,7 +50,8 @@ def _params(**kw):
 
 
 def _state(height, v=(0.0, 0.0, 0.0), spin=(0.0, 0.0, 0.0)):
-    return BALL.state(jnp.array([0.0, 0.0, A + height]), jnp.eye(3), jnp.asarray(v), jnp.asarray(spin))
+    r = jnp.array([0.0, 0.0, A + height])
+    return BALL.state(r, jnp.eye(3), jnp.asarray(v), jnp.asarray(spin))
 
 
 def _run(p, q0, qd0, mode="separated", t1=1.0, throw=True, contact=CONTACT, **kw):

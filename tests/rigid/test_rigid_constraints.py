@@ -203,7 +203,9 @@ def test_contact_builders_reject_bad_points_frames_and_shapes():
         cx.constraint_jacobian(system, 0.0, jnp.array([0, 0, 0, 1.0, 0, 0, 0]), jnp.zeros(7))
     with pytest.raises(ValueError, match="`normal` must be a unit vector"):
         rg.Plane(normal=jnp.array([0.0, 0.0, 2.0]))
-    with pytest.raises(TypeError, match="`shape` must be cx.rigid.Sphere or cx.rigid.Disk"):
+    with pytest.raises(
+        TypeError, match="`shape` must be one of cx.rigid.Sphere, cx.rigid.Disk, cx.rigid.Ellipsoid"
+    ):
         rg.plane_contact(body, 0.1)
     with pytest.raises(TypeError, match="`body` must be a cx.rigid.RigidBody"):
         rg.angular_velocity_constraint("body", u)

@@ -16,6 +16,7 @@ kernels under XLA:CPU than the repeated divisions of `1 / x` or `jnp.sqrt`).
 from ._contact import (
     ContactTrajectory as ContactTrajectory,
     Disk as Disk,
+    Ellipsoid as Ellipsoid,
     FrictionalContact as FrictionalContact,
     Plane as Plane,
     PrimaryConstraintAnalysis as PrimaryConstraintAnalysis,

@@ -1,13 +1,11 @@
-"""Contacts: contact geometry and constraint builders (`_contacts`), degeneracy of
-the primary constraints (`_degeneracy`), friction forces (`_friction`), frictional contacts
-(`_frictional_contact`) and the walk that switches them between rolling and sliding
-(`_switching`, over `_mode_dynamics`, `_mode_switch`, `_contact_run`,
+"""Contacts: shapes (`_shapes`), contact geometry and constraint builders (`_contacts`),
+degeneracy of the primary constraints (`_degeneracy`), friction forces (`_friction`),
+frictional contacts (`_frictional_contact`) and the walk that switches them between rolling
+and sliding (`_switching`, over `_mode_dynamics`, `_mode_switch`, `_contact_run`,
 `_contact_trajectory` and `_run_checks`)."""
 
 from ._contacts import (
-    Disk as Disk,
     Plane as Plane,
-    Sphere as Sphere,
     angular_velocity_constraint as angular_velocity_constraint,
     body_constraints as body_constraints,
     contact_offset as contact_offset,
@@ -37,6 +35,7 @@ from ._friction import (
     viscous_spin_friction as viscous_spin_friction,
 )
 from ._frictional_contact import FrictionalContact as FrictionalContact
+from ._shapes import Disk as Disk, Ellipsoid as Ellipsoid, Sphere as Sphere
 from ._switching import (
     ContactTrajectory as ContactTrajectory,
     simulate_contacts as simulate_contacts,

@@ -6,17 +6,17 @@ A contact's rows are checked with the rules of the system's own rows
 above the plane, $g = n\cdot(r + \Delta) - h$, absolutely; the velocity rows, the normal
 row $n\cdot v_c$ and, for a rolling contact, the no-slip rows $t_i\cdot v_c$
 ($v_c = \dot r + \omega\times\Delta - v_s$), relative to $\max(1, |\dot q|_\infty)$; all
-against `initial_tolerance`. A shape's radius read from the parameters must be finite and
-$> 0$. The checks run on `stop_gradient`-ed values: a `ValueError` eagerly, an `equinox`
-runtime error with the same message under `jit`, `grad` and `vmap` (docs page "Rolling or
-sliding").
+against `initial_tolerance`. A shape's sizes read from the parameters (a radius, the
+semi-axes) must be finite and $> 0$ (`sizes_valid`). The checks run on
+`stop_gradient`-ed values: a `ValueError` eagerly, an `equinox` runtime error with the
+same message under `jit`, `grad` and `vmap` (docs page "Rolling or sliding").
 """
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._contacts import _height, _param, contact_point_velocity
+from ._contacts import _height, contact_point_velocity
 from ._frictional_contact import ROLLING, SEPARATED, FrictionalContact
 
 
@@ -26,8 +26,8 @@ def _messages(contact: FrictionalContact, mode: int, tolerance, where: str) -> l
     rows = f"{name}.rolling" if mode == ROLLING else f"{name}.normal"
     tol = "skipped" if tolerance is None else f"{tolerance:g}"
     size = (
-        f"{where}: contact {name!r}: the radius of its {type(contact.shape).__name__} must be "
-        "finite and > 0"
+        f"{where}: contact {name!r}: the {contact.shape.size_name} of its "
+        f"{type(contact.shape).__name__} must be finite and > 0"
     )
     if mode == SEPARATED:
         return [
@@ -61,8 +61,7 @@ def _messages(contact: FrictionalContact, mode: int, tolerance, where: str) -> l
 
 def _violations(contact: FrictionalContact, mode: int, t, q, qd, p, tolerance) -> jax.Array:
     """`True` where the check of the same index in `_messages` fails."""
-    radius = jnp.asarray(_param(contact.shape.radius, p), q.dtype)
-    bad = [~(jnp.isfinite(radius) & (radius > 0))]
+    bad = [~contact.shape.sizes_valid(p, q.dtype)]
     if tolerance is None:
         return jnp.stack(bad + [jnp.zeros((), bool)] * (2 + 2 * (mode == ROLLING)))
     scale = jnp.maximum(1.0, jnp.max(jnp.abs(qd)))

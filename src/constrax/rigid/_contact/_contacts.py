@@ -8,8 +8,9 @@ r"""Constraint builders for rigid bodies; each returns ordinary core constraints
   $g(v_j - v_s, u) = 0$ on the velocity $v_j = \dot r + \omega\times\Delta$ of a body point
   (Briggs 2016, Definition 4.3, map 4.2.2), with an optional support velocity $v_s$ (moving
   surfaces): `cx.Pfaffian`, 1 row. Axis and direction may depend on the configuration.
-* `plane_contact` / `no_slip` / `rolling_contact`: a `Sphere` or `Disk` touching a `Plane`
-  (holonomic height of the lowest point) and rolling on it without slipping (two tangential
+* `plane_contact` / `no_slip` / `rolling_contact`: a shape (`Sphere`, `Disk`, `Ellipsoid`,
+  module `_shapes`) touching a `Plane` (holonomic height of the lowest point) and rolling
+  on it without slipping (two tangential
   rows of $v_\text{contact} - v_\text{plane} = 0$; the plane may move in itself:
   rheonomic); `rolling_contact` gives all three rows as one `cx.Pfaffian` whose normal row
   is integrable (`position=`), so the contact geometry is traced once.
@@ -19,7 +20,6 @@ Friction is *not* a constraint: see `cx.rigid` friction forces (Loparo & Vakalis
 """
 
 from collections.abc import Callable, Sequence
-from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -30,7 +30,8 @@ from jaxtyping import Array, ArrayLike, Float
 from ..._constraints import AbstractConstraint, Holonomic, Pfaffian
 from ..._tolerances import rounding_tolerance
 from .._kinematics._body import AbstractRigidBody, check_point
-from .._kinematics._so3 import cross, safe_rsqrt, safe_sqrt
+from .._kinematics._so3 import cross
+from ._shapes import _check_shape, _param
 
 _FRAMES = ("body", "spatial")
 
@@ -64,11 +65,6 @@ def _evaluate(spec, name: str, t, q, p) -> Array:
     if v.shape != (3,):
         raise ValueError(f"`{name}(t, q, p)` must return a 3-vector of shape (3,), got {v.shape}")
     return v.astype(q.dtype)
-
-
-def _param(value, p):
-    """A parameter given as a number/array or as a callable `p -> value`."""
-    return value(p) if callable(value) else value
 
 
 def relative_velocity(body, t, q, qd, delta, support, p, label: str) -> Array:
@@ -242,82 +238,6 @@ def knife_edge(
 # Shapes and planes.
 
 
-class Sphere(eqx.Module):
-    r"""A ball of radius `radius` centred at the centre of mass; lowest point
-    $\Delta = -a n$.
-
-    `radius` is a number or a callable `p -> radius` (read from the parameters). A
-    concrete radius must be finite and $> 0$ (`ValueError`); one read from the parameters
-    is checked by `cx.rigid.simulate_contacts` at $t_0$.
-    """
-
-    radius: float | Callable
-    # The lowest point is -a n whatever the orientation: the height row is linear in q.
-    offset_follows_orientation: ClassVar[bool] = False
-
-    def __check_init__(self):
-        check_radius(self.radius, "Sphere")
-
-    def lowest_point(self, rotate, n, p):
-        r"""$\Delta = -an$ (the orientation, `rotate`: $X\mapsto RX$, is not read)."""
-        return -_param(self.radius, p) * n
-
-    def lowest_height(self, rotate, n, p):
-        r"""$n\cdot\Delta = -a$."""
-        return -_param(self.radius, p) * jnp.ones((), n.dtype)
-
-    def contact_offset(self, body, q, n, p):
-        r"""Spatial offset $\Delta$ from the centre of mass to the lowest point."""
-        return self.lowest_point(None, n, p)
-
-    def normal_offset(self, body, q, n, p):
-        r"""$n\cdot\Delta = -a$ (`lowest_height`)."""
-        return self.lowest_height(None, n.astype(q.dtype), p)
-
-
-class Disk(eqx.Module):
-    r"""A thin disk (or the rim of a wheel) of radius `radius` centred at the centre of mass,
-    with body-frame symmetry axis `axis` (default $e_3$).
-
-    The lowest rim point is $\Delta = -a\,d/|d|$, $d = n - (n\cdot e)e$, $e = R\,\text{axis}$,
-    so $n\cdot\Delta = -a|d| = -a\sqrt{1 - (n\cdot e)^2}$. Singular when the disk lies flat
-    ($e\parallel n$, a whole rim touches); safe square roots keep values and gradients finite
-    there, but the contact is then ill-defined. A concrete radius must be finite and
-    $> 0$, as for `Sphere`.
-    """
-
-    radius: float | Callable
-    axis: Array = eqx.field(converter=lambda a: check_point(a, "axis"), default=(0.0, 0.0, 1.0))
-    # The lowest rim point moves with the orientation (see `plane_contact`).
-    offset_follows_orientation: ClassVar[bool] = True
-
-    def __check_init__(self):
-        check_radius(self.radius, "Disk")
-
-    def lowest_point(self, rotate, n, p):
-        r"""$\Delta = -a\,d/|d|$, $d = n - (n\cdot e)e$, with $e$ = `rotate(axis)` the
-        spatial symmetry axis (`rotate`: $X\mapsto RX$, the body's rotation)."""
-        e = rotate(self.axis.astype(n.dtype))
-        d = n - (n @ e) * e
-        sq = d @ d
-        return -_param(self.radius, p) * safe_rsqrt(jnp.where(sq > 1e-30, sq, 0.0)) * d
-
-    def lowest_height(self, rotate, n, p):
-        r"""$n\cdot\Delta = -a\sqrt{1 - (n\cdot e)^2}$ (the height of the centre above the
-        lowest rim point, negated)."""
-        c = n @ rotate(self.axis.astype(n.dtype))
-        sq = 1.0 - c * c
-        return -_param(self.radius, p) * safe_sqrt(jnp.where(sq > 1e-30, sq, 0.0))
-
-    def contact_offset(self, body, q, n, p):
-        r"""Spatial offset $\Delta$ from the centre of mass to the lowest rim point."""
-        return self.lowest_point(lambda X: body.rotate(q, X), n.astype(q.dtype), p)
-
-    def normal_offset(self, body, q, n, p):
-        r"""$n\cdot\Delta$ (`lowest_height`) of the body at `q`."""
-        return self.lowest_height(lambda X: body.rotate(q, X), n.astype(q.dtype), p)
-
-
 class Plane(eqx.Module):
     r"""The plane $\{x : n\cdot x = h\}$ with unit normal `normal` (pointing to the side of the
     bodies), height `height`, and an optional in-plane velocity field
@@ -356,24 +276,6 @@ def _unit_normal(value) -> Array:
     return n
 
 
-def check_radius(radius, who: str) -> None:
-    """A shape's concrete `radius`: a finite scalar $> 0$ (`ValueError` naming `who`);
-    callables and traced values are checked where they are read (`simulate_contacts`)."""
-    if callable(radius) or isinstance(radius, jax.core.Tracer):
-        return
-    try:
-        r = np.asarray(radius, dtype=float)
-    except (TypeError, ValueError):
-        raise TypeError(
-            f"{who}: `radius` must be a number, a scalar array or a callable p -> radius, "
-            f"got {type(radius).__name__}"
-        ) from None
-    if r.shape != ():
-        raise ValueError(f"{who}: `radius` must be a scalar, got shape {r.shape}")
-    if not (np.isfinite(r) and r > 0):
-        raise ValueError(f"{who}: `radius` must be finite and > 0, got {float(r)}")
-
-
 def rotating_plane(
     rate: float | Callable, centre: Float[ArrayLike, " 3"] = (0.0, 0.0, 0.0), **plane_kwargs
 ) -> Plane:
@@ -390,13 +292,6 @@ def rotating_plane(
         return w * cross(n.astype(x.dtype), x - c.astype(x.dtype))
 
     return Plane(velocity=velocity, **plane_kwargs)
-
-
-def _check_shape(shape):
-    if not isinstance(shape, (Sphere, Disk)):
-        raise TypeError(
-            f"`shape` must be cx.rigid.Sphere or cx.rigid.Disk, got {type(shape).__name__}"
-        )
 
 
 def contact_offset(body: AbstractRigidBody, shape, plane: Plane, q, p) -> Float[Array, " 3"]:
@@ -445,7 +340,8 @@ def plane_contact(
     r"""The lowest point of `shape` lies on `plane`: $n\cdot(r + \Delta(q)) - h = 0$
     (holonomic, one row).
 
-    For a `Disk` (a shape whose lowest point moves with the orientation), its velocity form
+    For a `Disk`, an `Ellipsoid` or a `Sphere` whose centre is off the centre of mass (a
+    shape whose lowest point moves with the orientation), its velocity form
     $n\cdot(\dot r + \omega\times\Delta) = 0$ is handed to the engine
     (`cx.Holonomic(..., velocity=...)`): at the lowest point the contact point slides along
     the body's surface tangentially to the plane, so $n\cdot\dot\Delta =
@@ -490,8 +386,8 @@ def no_slip(
 def rolling_contact(
     body: AbstractRigidBody, shape, plane: Plane | None = None, *, name: str | None = None
 ) -> list[AbstractConstraint]:
-    r"""Rolling without slipping of a `Sphere` or `Disk` on a (possibly moving) `Plane`: the
-    material contact point moves with the plane, $\dot r + \omega\times\Delta =
+    r"""Rolling without slipping of a `Sphere`, `Disk` or `Ellipsoid` on a (possibly moving)
+    `Plane`: the material contact point moves with the plane, $\dot r + \omega\times\Delta =
     v_s(t, r + \Delta)$.
 
     One constraint of three rows, $(n, t_1, t_2)\cdot(\dot r + \omega\times\Delta - v_s)$:

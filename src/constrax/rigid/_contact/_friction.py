@@ -22,11 +22,10 @@ from .._kinematics._body import AbstractRigidBody, check_point
 from ._contacts import (
     Plane,
     _check_body,
-    _check_shape,
-    _param,
     contact_offset,
     relative_velocity,
 )
+from ._shapes import _check_shape, _param
 
 
 def body_force(

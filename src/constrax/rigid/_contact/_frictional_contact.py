@@ -1,5 +1,5 @@
-r"""`FrictionalContact`: a `Sphere` or `Disk` on a `Plane` with Coulomb friction, in one of
-two modes.
+r"""`FrictionalContact`: a `Sphere`, `Disk` or `Ellipsoid` on a `Plane` with Coulomb
+friction, in one of two modes.
 
 Loparo & Vakalis 2002, §7.9: the reaction of an ideal constraint does no work and vanishes
 from the reduced dynamics, while friction in the common tangent plane stays as a force and
@@ -31,19 +31,16 @@ from ..._constraints import AbstractConstraint
 from .._kinematics._body import AbstractRigidBody
 from .._kinematics._so3 import safe_sqrt
 from ._contacts import (
-    Disk,
     Plane,
-    Sphere,
     _check_body,
     _height,
-    _check_shape,
-    _param,
     contact_offset,
     contact_point_velocity,
     plane_contact,
     rolling_contact,
 )
 from ._friction import body_force
+from ._shapes import Disk, Ellipsoid, Sphere, _check_shape, _param
 
 #: The modes of a `FrictionalContact`, in the order of their integer codes.
 MODES = ("rolling", "sliding", "separated")
@@ -82,7 +79,9 @@ def _coefficient(value, parameter: str, contact: str, upper: float = np.inf):
         v = float(np.asarray(arr))
         if not np.isfinite(v) or v < 0 or v > upper:
             bound = "finite and >= 0" if upper == np.inf else f"in [0, {upper:g}]"
-            raise ValueError(f"FrictionalContact {contact!r}: `{parameter}` must be {bound}, got {v}")
+            raise ValueError(
+                f"FrictionalContact {contact!r}: `{parameter}` must be {bound}, got {v}"
+            )
     return arr
 
 
@@ -91,9 +90,9 @@ def _is_concrete(x) -> bool:
 
 
 class FrictionalContact(eqx.Module):
-    r"""A `Sphere` or `Disk` body on a (possibly moving) `Plane` with Coulomb friction:
-    static coefficient $\mu_s$, kinetic coefficient $\mu_k \le \mu_s$, and Newton's
-    restitution coefficient $e$ for the impacts where it lands.
+    r"""A `Sphere`, `Disk` or `Ellipsoid` body on a (possibly moving) `Plane` with Coulomb
+    friction: static coefficient $\mu_s$, kinetic coefficient $\mu_k \le \mu_s$, and
+    Newton's restitution coefficient $e$ for the impacts where it lands.
 
     In the *rolling* mode the contact is the constraint of `rolling_contact` (normal row
     and two no-slip rows); in the *sliding* mode it is the normal row of `plane_contact`
@@ -133,7 +132,7 @@ class FrictionalContact(eqx.Module):
     """
 
     body: AbstractRigidBody
-    shape: Sphere | Disk
+    shape: Sphere | Disk | Ellipsoid
     plane: Plane
     static_friction: Float[Array, ""] | Callable
     kinetic_friction: Float[Array, ""] | Callable
@@ -144,7 +143,7 @@ class FrictionalContact(eqx.Module):
     def __init__(
         self,
         body: AbstractRigidBody,
-        shape: Sphere | Disk,
+        shape: Sphere | Disk | Ellipsoid,
         plane: Plane | None = None,
         *,
         static_friction: Float[ArrayLike, ""] | Callable,
@@ -183,7 +182,9 @@ class FrictionalContact(eqx.Module):
     def coefficients(self, p) -> tuple[Float[Array, ""], Float[Array, ""]]:
         r"""$(\mu_s, \mu_k)$ as scalar arrays, read from `p` where they are callables."""
         return self._read(
-            p, ("static_friction", self.static_friction), ("kinetic_friction", self.kinetic_friction)
+            p,
+            ("static_friction", self.static_friction),
+            ("kinetic_friction", self.kinetic_friction),
         )
 
     def impact_coefficients(self, p) -> tuple[Float[Array, ""], Float[Array, ""]]:

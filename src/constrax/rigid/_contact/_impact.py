@@ -91,9 +91,9 @@ def contact_impact(model: _Model, modes, c, t, q, qd, p) -> Impact:
     X = jnp.linalg.solve(K, jnp.concatenate([Jc.T, jnp.zeros((m, 3), q.dtype)]))[:n]
     G = Jc @ X
 
-    mu_s, mu_k = (jnp.stack(x)[c] for x in zip(*(k.coefficients(p) for k in model.contacts)))
+    mu_s, mu_k = (jnp.stack([k.coefficients(p)[i] for k in model.contacts])[c] for i in (0, 1))
     e, threshold = (
-        jnp.stack(x)[c] for x in zip(*(k.impact_coefficients(p) for k in model.contacts))
+        jnp.stack([k.impact_coefficients(p)[i] for k in model.contacts])[c] for i in (0, 1)
     )
     v = -u[0]  # the approach speed
     e = jnp.where(v > threshold, e, 0.0).astype(q.dtype)

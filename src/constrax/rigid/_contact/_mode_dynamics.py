@@ -51,7 +51,6 @@ from ..._terms import mass_matrix
 from .._kinematics._so3 import safe_rsqrt, safe_sqrt
 from ._frictional_contact import MODES, ROLLING, SEPARATED, SLIDING, FrictionalContact
 
-
 # The time over which an opening gap's rate counts as gap in a separated contact's event
 # function (any positive time: the function's root, where the gap closes, does not move).
 _OPENING_TIME = 1.0
@@ -82,7 +81,8 @@ def _smallest(x: Array) -> Array:
 def _combos(n: int) -> list[tuple[int, ...]]:
     """Every assignment of modes to `n` contacts; combo `i` gives contact `j` the base-3
     digit `j` of `i` (`_combo_index`)."""
-    return [tuple((i // len(MODES) ** j) % len(MODES) for j in range(n)) for i in range(len(MODES) ** n)]
+    k = len(MODES)
+    return [tuple((i // k**j) % k for j in range(n)) for i in range(k**n)]
 
 
 def _combo_index(modes) -> Array:

@@ -10,7 +10,6 @@ import numpy as np
 from jaxtyping import Array
 
 from ._contact_trajectory import IMPACT, INCONSISTENT, OK, ZENO, ContactTrajectory
-from ._contacts import _param
 from ._frictional_contact import ROLLING, SEPARATED, SLIDING
 from ._mode_dynamics import _Model, _norm, _unit
 
@@ -29,7 +28,7 @@ _INIT_CODES = (
     "at once if friction cannot hold it)",
     "has no positive normal reaction at t0 (the body is not pressed onto the plane: "
     "declare it 'separated', and it lifts off)",
-    "has a shape whose radius is not finite and > 0",
+    "has a shape whose size (its `radius` or `semi_axes`) is not finite and > 0",
     "needs a `restitution` e in [0, 1] and a finite `restitution_threshold` >= 0",
 )
 # The order in which the initial checks are made (the first failed one is reported).
@@ -51,7 +50,7 @@ def _initial_codes(model: _Model, modes, t, q, qd, p, tolerance) -> tuple[Array,
     threshold = jnp.stack([x[1] for x in impact])
     slipping = _norm(slip) > tolerance * (1.0 + scale)
     cone = mu_s * ev.normal - _norm(ev.tangential)
-    radius = jnp.stack([jnp.asarray(_param(c.shape.radius, p), q.dtype) for c in model.contacts])
+    sizes_ok = jnp.stack([c.shape.sizes_valid(p, q.dtype) for c in model.contacts])
     checks = [
         ~(jnp.isfinite(mu_s) & (mu_s >= 0)),
         ~(jnp.isfinite(mu_k) & (mu_k >= 0)),
@@ -60,7 +59,7 @@ def _initial_codes(model: _Model, modes, t, q, qd, p, tolerance) -> tuple[Array,
         (modes == ROLLING) & (cone < -tolerance * (1.0 + jnp.abs(ev.normal))),
         (modes == SLIDING) & ~slipping,
         (modes != SEPARATED) & ~(ev.normal > 0),
-        ~(jnp.isfinite(radius) & (radius > 0)),
+        ~sizes_ok,
         ~((e >= 0) & (e <= 1) & jnp.isfinite(threshold) & (threshold >= 0)),
     ]
     code = jnp.zeros(len(model.contacts), jnp.int32)

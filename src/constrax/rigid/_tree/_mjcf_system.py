@@ -10,7 +10,8 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ..._system import System
 from ..._terms import mass_matrix
-from .._contact._contacts import Disk, Sphere, body_constraints
+from .._contact._contacts import body_constraints
+from .._contact._shapes import Disk, Sphere
 from ._kinematic_tree import KinematicTree
 from ._mjcf_checks import MJCFError
 from ._tree_body import TreeBody
