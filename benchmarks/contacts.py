@@ -1,0 +1,176 @@
+r"""Contact runs (`cx.rigid.simulate_contacts`): compile time and run time.
+
+What a user of frictional contacts waits for: one-contact runs of a ball, compiled from cold
+caches (trace, lower, XLA compile, each timed) and run (steady state), with the size of the
+traced program (jaxpr equations, sub-jaxprs included):
+
+- `skid`: a ball launched without spin skids, then rolls (one switch; Coriolis' closed form);
+- `bounce`: a ball dropped from 1 m with restitution 0.5 bounces nine times and comes to
+  rest (ten impacts, `max_switches=12`);
+- `skid, grad`: `jax.grad` of the skid's switching time in $\mu_k$;
+
+in float64, with `simulate_contacts`' defaults (Tsit5, PID tolerances $10^{-8}$, projection
+stabilisation). The issue's target: a one-contact run compiles in at most 20 s on the
+2-core CPU. The run time per switch is the run time over the number of segments.
+
+Usage: `python benchmarks/contacts.py [--repeats 3] [--out benchmarks/results]`; writes
+`contacts_cpu.{json,md}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+G = 9.81
+CASES = ("skid", "bounce", "skid, grad")
+
+
+def _problem():
+    """The ball, its system and contact, and the two runs as functions of `mu_k`."""
+    import jax.numpy as jnp
+
+    import constrax as cx
+
+    ball = cx.rigid.RigidBody(1.0, jnp.full(3, 0.004), name="ball")
+    system = cx.System(
+        lambda t, q, qd, p: ball.kinetic_energy(q, qd) - G * q[2], [ball.orientation_constraint()]
+    )
+    contact = cx.rigid.FrictionalContact(
+        ball,
+        cx.rigid.Sphere(0.1),
+        static_friction=0.4,
+        kinetic_friction=lambda p: p,
+        restitution=0.5,
+    )
+
+    def skid(mu_k):
+        q0, qd0 = ball.state(
+            jnp.array([0, 0, 0.1]), jnp.eye(3), jnp.array([3.0, 0, 0]), jnp.zeros(3)
+        )
+        out = cx.rigid.simulate_contacts(
+            system, [contact], q0, qd0, mu_k, modes=["sliding"], t1=1.0, max_switches=4
+        )
+        return out.switch_times[0], out.num_switches
+
+    def bounce(mu_k):
+        q0, qd0 = ball.state(jnp.array([0, 0, 1.1]), jnp.eye(3), jnp.zeros(3), jnp.zeros(3))
+        out = cx.rigid.simulate_contacts(
+            system, [contact], q0, qd0, mu_k, modes=["separated"], t1=2.0, max_switches=12
+        )
+        return out.switch_times[9], out.num_switches
+
+    return skid, bounce
+
+
+def _functions():
+    import jax
+
+    skid, bounce = _problem()
+    return {
+        "skid": skid,
+        "bounce": bounce,
+        "skid, grad": lambda mu: (jax.grad(lambda m: skid(m)[0])(mu), skid(mu)[1]),
+    }
+
+
+def measure(repeats: int) -> dict:
+    import jax
+    import jax.numpy as jnp
+
+    from benchmarks._jaxpr import count_equations
+    from benchmarks._timing import cold_compile_settings, compile_once, time_calls, with_sums
+
+    jax.config.update("jax_enable_x64", True)
+    cold_compile_settings()
+    mu = jnp.asarray(0.2)
+    rows = {}
+    for name, fn in _functions().items():
+        compiled, t = compile_once(fn, (mu,))
+        t = with_sums(t)
+        equations = count_equations(jax.make_jaxpr(fn)(mu))
+        stats, outputs = time_calls({name: compiled}, (mu,), repeats)
+        value, switches = outputs[name]
+        rows[name] = {
+            "trace_s": t["trace"][0],
+            "lower_s": t["lower"][0],
+            "xla_s": t["xla"][0],
+            "compile_total_s": t["total"][0],
+            "jaxpr_equations": equations,
+            "run_min_s": stats[name]["min_s"],
+            "run_median_s": stats[name]["median_s"],
+            "segments": int(switches) + 1,
+            "output": float(value),
+        }
+    return rows
+
+
+def report(result: dict) -> str:
+    from benchmarks._report import machine_line, md_table
+
+    lines = [
+        "# Contact runs: compile and run time",
+        "",
+        machine_line(result["machine"]),
+        f"- float64; compiles from cold caches, one each; run times the minimum of "
+        f"{result['repeats']} calls.",
+        "",
+    ]
+    header = [
+        "case",
+        "trace (s)",
+        "lower (s)",
+        "XLA (s)",
+        "compile total (s)",
+        "jaxpr equations",
+        "run (ms)",
+        "segments",
+        "run per segment (ms)",
+        "output",
+    ]
+    body = []
+    for name, r in result["cases"].items():
+        body.append(
+            [
+                name,
+                f"{r['trace_s']:.2f}",
+                f"{r['lower_s']:.2f}",
+                f"{r['xla_s']:.2f}",
+                f"{r['compile_total_s']:.2f}",
+                r["jaxpr_equations"],
+                f"{1e3 * r['run_min_s']:.1f}",
+                r["segments"],
+                f"{1e3 * r['run_min_s'] / r['segments']:.1f}",
+                f"{r['output']:.10g}",
+            ]
+        )
+    lines += md_table(header, body)
+    lines += [
+        "",
+        "Outputs: the skid's switching time $2v_0/(7\\mu_k g)$ = 0.2184 s for $v_0$ = 3 m/s, "
+        "$\\mu_k$ = 0.2; the tenth impact of the bouncing ball (it comes to rest); the "
+        "derivative of the skid's switching time, $-2v_0/(7\\mu_k^2 g)$ = -1.092.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> None:
+    from benchmarks._report import loadavg, machine_info, write_results
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    machine = machine_info()
+    cases = measure(args.repeats)
+    machine["loadavg_at_end"] = loadavg()
+    result = {"machine": machine, "repeats": args.repeats, "cases": cases}
+    write_results(args.out, "contacts_cpu", result, report(result))
+
+
+if __name__ == "__main__":
+    main()
