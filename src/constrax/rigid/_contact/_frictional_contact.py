@@ -32,7 +32,6 @@ from .._kinematics._body import AbstractRigidBody
 from .._kinematics._so3 import safe_sqrt
 from ._contacts import (
     Disk,
-    Plane,
     Sphere,
     _check_body,
     _check_shape,
@@ -43,6 +42,7 @@ from ._contacts import (
     rolling_contact,
 )
 from ._friction import body_force
+from ._surfaces import Plane
 
 #: The modes of a `FrictionalContact`, in the order of their integer codes.
 MODES = ("rolling", "sliding")
