@@ -344,8 +344,9 @@ def _check_shape(shape):
 
 
 def contact_offset(body: AbstractRigidBody, shape, plane: Plane, q, p) -> Float[Array, " 3"]:
-    r"""Spatial offset $\Delta$ from the centre of mass to the lowest point of `shape`."""
-    return shape.contact_offset(body, q, plane.normal.astype(q.dtype), p)
+    r"""Spatial offset $\Delta$ from the centre of mass to the lowest point of `shape` (in
+    the direction $-n(q)$, the plane's normal at `q`: `Plane.frame`)."""
+    return shape.contact_offset(body, q, plane.frame(q)[0], p)
 
 
 def contact_point_velocity(
@@ -353,32 +354,46 @@ def contact_point_velocity(
 ) -> tuple[Float[Array, " 3"], Float[Array, " 3"]]:
     r"""$(\Delta, \dot r + \omega\times\Delta - v_s(t, r + \Delta))$: the offset of the lowest
     point of `shape` and the velocity of the material point there relative to `plane`,
-    the body's kinematics traced once for both (`AbstractRigidBody.offset_and_velocity`)."""
-    n = plane.normal.astype(q.dtype)
+    the body's kinematics traced once for both (`AbstractRigidBody.offset_and_velocity`).
+    For a plane carried by a body, $v_s$ is the carrier's material velocity there
+    (`Plane.material_velocity`)."""
+    n = plane.frame(q)[0]
     delta, v = body.offset_and_velocity(q, qd, lambda rotate: shape.lowest_point(rotate, n, p))
-    return delta, _relative_to(body, t, q, delta, v, plane.velocity, p, "Plane.velocity")
+    return delta, _relative_to_plane(body, plane, t, q, qd, delta, v, p)
+
+
+def _relative_to_plane(body, plane, t, q, qd, delta, v, p) -> Array:
+    """`v`, the velocity of `body`'s material point at offset `delta`, relative to the
+    material point of `plane` there (its `velocity` field, or its carrier's motion)."""
+    if plane.body is None:
+        return _relative_to(body, t, q, delta, v, plane.velocity, p, "Plane.velocity")
+    return v - plane.material_velocity(q, qd, body.position(q) + delta)
 
 
 def _height(body, shape, plane):
-    r"""$g(t, q, p) = n\cdot(r + \Delta) - h$: the height of the lowest point above `plane`."""
+    r"""$g(t, q, p) = n\cdot(r + \Delta) - h$: the height of the lowest point above `plane`
+    ($n(q)\cdot(r + \Delta - r_B) - h$ above a plane carried by a body at $r_B$)."""
 
     def height(t, q, p):
-        n = plane.normal.astype(q.dtype)
+        n = plane.frame(q)[0]
         r, rotate = body.placement(q)
+        if plane.body is not None:
+            r = r - plane.body.position(q)
         lowest = n @ r + shape.lowest_height(rotate, n, p)
         return jnp.atleast_1d(lowest - _param(plane.height, p))
 
     return height
 
 
-def _contact_velocity(body, shape, plane, directions):
+def _contact_velocity(body, shape, plane, first: int):
     r"""$d_i\cdot(\dot r + \omega\times\Delta - v_s(t, r + \Delta))$ for the unit vectors
-    $d_i$ (rows of `directions`): the contact geometry $\Delta$ is traced once for all rows."""
+    $d_i$, the rows `first:` of the plane's frame $(n, t_1, t_2)$ at $q$ (`Plane.frame`):
+    the contact geometry $\Delta$ is traced once for all rows."""
 
     def rows(t, q, qd, p):
         _, v = contact_point_velocity(body, shape, plane, t, q, qd, p)
         # Elementwise, not `@`: XLA:CPU runs each small `dot` as its own kernel.
-        return jnp.sum(directions.astype(q.dtype) * v, axis=-1)
+        return jnp.sum(plane.frame(q)[first:] * v, axis=-1)
 
     return rows
 
@@ -394,7 +409,10 @@ def plane_contact(
     (`cx.Holonomic(..., velocity=...)`): at the lowest point the contact point slides along
     the body's surface tangentially to the plane, so $n\cdot\dot\Delta =
     n\cdot(\omega\times\Delta)$, and the rows and their bias need first derivatives of the
-    contact geometry only (the plane's own in-plane motion does not move its height).
+    contact geometry only (the plane's own in-plane motion does not move its height). On a
+    plane carried by a body (`Plane(..., body=carrier)`) the row is the gap
+    $n(q)\cdot(r + \Delta - r_B) - h$ and its velocity form is
+    $n\cdot(v(x_c) - v_B(x_c))$, relative to the carrier's material point (`Plane`).
 
     **Example:** `plane_contact(ball, Sphere(0.1))` keeps a ball's centre at height 0.1.
     """
@@ -403,13 +421,17 @@ def plane_contact(
     plane = Plane() if plane is None else plane
 
     def normal_velocity(t, q, qd, p):
-        n = plane.normal.astype(q.dtype)
-        _, v = body.offset_and_velocity(q, qd, lambda rotate: shape.lowest_point(rotate, n, p))
+        n = plane.frame(q)[0]
+        delta, v = body.offset_and_velocity(q, qd, lambda rotate: shape.lowest_point(rotate, n, p))
+        if plane.body is not None:  # relative to the carrier (Plane: it is the gap's rate)
+            v = v - plane.material_velocity(q, qd, body.position(q) + delta)
         return jnp.atleast_1d(n @ v)
 
-    # Where the lowest point moves with the orientation, the velocity form spares the second
-    # derivative of the contact geometry; otherwise the height row is linear in q.
-    velocity = normal_velocity if shape.offset_follows_orientation else None
+    # Where the lowest point moves with the orientation (or the plane with its carrier), the
+    # velocity form spares the second derivative of the contact geometry; otherwise the
+    # height row is linear in q.
+    carried = plane.body is not None
+    velocity = normal_velocity if shape.offset_follows_orientation or carried else None
     return Holonomic(
         _height(body, shape, plane), name=name or f"{body.name}.contact", velocity=velocity
     )
@@ -427,7 +449,7 @@ def no_slip(
     _check_body(body)
     _check_shape(shape)
     plane = Plane() if plane is None else plane
-    slip = _contact_velocity(body, shape, plane, plane.tangents())
+    slip = _contact_velocity(body, shape, plane, 1)
     return Pfaffian(velocity=slip, name=name or f"{body.name}.no_slip")
 
 
@@ -462,10 +484,9 @@ def rolling_contact(
     _check_body(body)
     _check_shape(shape)
     plane = Plane() if plane is None else plane
-    directions = jnp.concatenate([plane.normal[None], plane.tangents()])
     return [
         Pfaffian(
-            velocity=_contact_velocity(body, shape, plane, directions),
+            velocity=_contact_velocity(body, shape, plane, 0),
             position=_height(body, shape, plane),
             name=f"{name or body.name}.rolling",
         )
