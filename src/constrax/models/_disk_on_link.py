@@ -55,7 +55,7 @@ def disk_on_link(**overrides) -> Model:
     (0.0), `vl0` (0.2), `sd0` (0.2) — and `spin0` the initial spin rate $\dot\theta$ of
     the disk (5.0 rad/s: backspin, so the initial slip is $\dot s_0 + a\dot\theta_0 =
     1.2$ m/s and the disk starts sliding; $-\dot s_0/a$ would start it rolling), `mu_s`
-    (0.4), `mu_k` (0.2). The default start slides for about 0.2 s, then rolls.
+    (0.4), `mu_k` (0.2). The default start slides for about 0.16 s, then rolls.
 
     **Returns:** a `Model`; its contact is `disk_on_link_contact()`.
 
@@ -66,7 +66,7 @@ def disk_on_link(**overrides) -> Model:
     contact = cx.models.disk_on_link_contact()
     out = cx.rigid.simulate_contacts(model.system, [contact], model.q0, model.qd0,
                                      model.params, modes=["sliding"], t1=0.5)
-    out.switch_times[0]                      # the disk starts rolling (about 0.2 s)
+    out.switch_times[0]                      # the disk starts rolling (about 0.16 s)
     ```
     """
     defaults = dict(
