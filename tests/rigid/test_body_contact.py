@@ -185,7 +185,14 @@ TS = jnp.linspace(0.0, T1, 121)
 
 def _run(p, ts=TS):
     return rg.simulate_contacts(
-        MODEL.system, [CONTACT], MODEL.q0, MODEL.qd0, p, modes=["sliding"], t1=T1, ts=ts,
+        MODEL.system,
+        [CONTACT],
+        MODEL.q0,
+        MODEL.qd0,
+        p,
+        modes=["sliding"],
+        t1=T1,
+        ts=ts,
         max_switches=2,
     )
 
@@ -248,7 +255,11 @@ def test_switch_time_gradient_under_jit_and_vmap(run):
 
 def test_two_contacts_on_the_same_pair_of_bodies_are_refused():
     twin = rg.FrictionalContact(
-        CONTACT.body, CONTACT.shape, CONTACT.plane, static_friction=0.4, kinetic_friction=0.2,
+        CONTACT.body,
+        CONTACT.shape,
+        CONTACT.plane,
+        static_friction=0.4,
+        kinetic_friction=0.2,
         name="twin",
     )
     with pytest.raises(ValueError, match=r"contacts 'disk' and 'twin' are between the same"):
@@ -257,12 +268,21 @@ def test_two_contacts_on_the_same_pair_of_bodies_are_refused():
         )
     # The other way round: the link on a plane carried by the disk.
     flipped = rg.FrictionalContact(
-        CONTACT.plane.body, CONTACT.shape, rg.Plane(body=CONTACT.body), static_friction=0.4,
-        kinetic_friction=0.2, name="flipped",
+        CONTACT.plane.body,
+        CONTACT.shape,
+        rg.Plane(body=CONTACT.body),
+        static_friction=0.4,
+        kinetic_friction=0.2,
+        name="flipped",
     )
     with pytest.raises(ValueError, match=r"contacts 'disk' and 'flipped'"):
         rg.simulate_contacts(
-            MODEL.system, [CONTACT, flipped], MODEL.q0, MODEL.qd0, P, modes=["sliding"] * 2,
+            MODEL.system,
+            [CONTACT, flipped],
+            MODEL.q0,
+            MODEL.qd0,
+            P,
+            modes=["sliding"] * 2,
             t1=0.1,
         )
 
@@ -271,7 +291,11 @@ def test_a_plane_carried_by_the_contacts_own_body_is_refused():
     disk = CONTACT.body
     with pytest.raises(ValueError, match=r"FrictionalContact 'spin'.*contact's own body 'disk'"):
         rg.FrictionalContact(
-            disk, CONTACT.shape, rg.Plane(body=disk), static_friction=0.4, kinetic_friction=0.2,
+            disk,
+            CONTACT.shape,
+            rg.Plane(body=disk),
+            static_friction=0.4,
+            kinetic_friction=0.2,
             name="spin",
         )
 
