@@ -305,3 +305,71 @@ def test_a_carried_plane_with_a_velocity_field_or_no_body_is_refused():
         rg.Plane(body=CONTACT.body, velocity=lambda t, x, p: jnp.zeros(3))
     with pytest.raises(TypeError, match="`body` \\(the carrier\\)"):
         rg.Plane(body="link")
+
+
+# ----------------------------------------------------------------------------------------
+# In 3-D: a ball on a slab that slides on a frictionless floor.
+#
+# Closed forms (Newton–Euler, ball of mass m, radius a, inertia 2/5 m a^2; slab of mass M
+# pushed at its centre by P e_x; f the friction on the ball along e_x, -f on the slab):
+# rolling from rest, b - a dw_y/dt = A with m b = f, I dw_y/dt = -a f, M A = P - f gives
+# f = (P / M) / (7 / (2 m) + 1 / M); sliding forward at v0 relative to the slab without
+# spin, f = -mu_k m g, b = f / m, A = -f / M, dw_y/dt = -a f / I. The normal force is m g.
+
+M_BALL, M_SLAB, A_BALL, PUSH = 2.0, 5.0, 0.1, 3.0
+BALL = rg.RigidBody(M_BALL, jnp.full(3, 0.4 * M_BALL * A_BALL**2), offset=0, name="ball")
+SLAB = rg.RigidBody(M_SLAB, jnp.array([1.0, 1.0, 2.0]), offset=7, name="slab")
+
+
+def _slab_system():
+    def L(t, q, qd, p):
+        V = float(P["g"]) * (M_BALL * BALL.position(q)[2] + M_SLAB * SLAB.position(q)[2])
+        return BALL.kinetic_energy(q, qd) + SLAB.kinetic_energy(q, qd) - V
+
+    def push(t, q, qd, p):
+        return rg.body_force(SLAB, q, force=jnp.array([PUSH, 0.0, 0.0]))
+
+    rows = [
+        BALL.orientation_constraint(),
+        SLAB.orientation_constraint(),
+        cx.Holonomic(lambda t, q, p: SLAB.position(q)[2:3], name="floor"),
+        *[rg.angular_velocity_constraint(SLAB, e) for e in np.eye(3)],  # the slab does not turn
+    ]
+    contact = rg.FrictionalContact(
+        BALL,
+        rg.Sphere(A_BALL),
+        rg.Plane(body=SLAB),
+        static_friction=0.5,
+        kinetic_friction=0.3,
+    )
+    return cx.System(L, rows, push), contact
+
+
+def test_ball_on_a_sliding_slab_in_3d_against_closed_forms():
+    system, contact = _slab_system()
+    dynamics = _Model(system, (contact,), None)
+    q_ball, _ = BALL.state(jnp.array([0.3, -0.2, A_BALL]), jnp.eye(3), jnp.zeros(3), jnp.zeros(3))
+    q_slab, _ = SLAB.state(jnp.zeros(3), jnp.eye(3), jnp.zeros(3), jnp.zeros(3))
+    q = jnp.concatenate([q_ball, q_slab])
+    g, I = float(P["g"]), 0.4 * M_BALL * A_BALL**2
+    anchor = jnp.array([[1.0, 0.0, 0.0]])
+    # Rolling from rest.
+    ev = dynamics.evaluate_combo((0,), 0.0, q, jnp.zeros(14), P, anchor)
+    f = (PUSH / M_SLAB) / (7 / (2 * M_BALL) + 1 / M_SLAB)
+    w_dot = BALL.angular_velocity(q, ev.qdd)
+    np.testing.assert_allclose(float(ev.normal[0]), M_BALL * g, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(ev.tangential[0]), [f, 0, 0], atol=1e-12)
+    np.testing.assert_allclose(float(ev.qdd[0]), f / M_BALL, rtol=1e-10)
+    np.testing.assert_allclose(float(ev.qdd[7]), (PUSH - f) / M_SLAB, rtol=1e-10)
+    np.testing.assert_allclose(np.asarray(w_dot), [0, -A_BALL * f / I, 0], atol=1e-10)
+    # Sliding forward at v0 relative to the slab, no spin: the push acts on the slab too.
+    v0 = 1.5
+    qd = jnp.zeros(14).at[0].set(v0)
+    ev = dynamics.evaluate_combo((1,), 0.0, q, qd, P, anchor)
+    f = -0.3 * M_BALL * g
+    np.testing.assert_allclose(float(ev.normal[0]), M_BALL * g, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(ev.slip[0]), [v0, 0, 0], atol=1e-12)
+    np.testing.assert_allclose(float(ev.qdd[0]), f / M_BALL, rtol=1e-10)
+    np.testing.assert_allclose(float(ev.qdd[7]), (PUSH - f) / M_SLAB, rtol=1e-10)
+    w_dot = BALL.angular_velocity(q, ev.qdd)
+    np.testing.assert_allclose(np.asarray(w_dot), [0, -A_BALL * f / I, 0], atol=1e-10)
