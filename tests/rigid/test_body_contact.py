@@ -257,8 +257,11 @@ def test_switch_time_gradient_under_jit_and_vmap(run):
     # Measured (fixed steps, 2026-11-28): the forward map t*(mu_k) is piecewise smooth near
     # mu_k = 0.2, with a jump of 4e-6 between 0.2 and 0.20001 and branch slopes -0.7556
     # (below) and -0.7487 (above); the root finder's tolerance (1e-10 or 1e-13) does not
-    # change it. The derivative agrees with the slope of the branch it sits on to 1e-4;
-    # the central difference (h = 1e-3) straddles the jump: -0.7457, hence 2 %.
+    # change it, the sliding flow itself is smooth in mu_k (its slip at t = 0.15), and a
+    # plain diffrax.Event on the same flow, without simulate_contacts, gives the same jump:
+    # it is the event's location on the step's dense output. The derivative agrees with
+    # the slope of the branch it sits on to 1e-4; the central difference (h = 1e-3)
+    # straddles the jump: -0.7457, hence 2 %.
     np.testing.assert_allclose(float(grad), fd, rtol=2e-2)
 
 
