@@ -1,6 +1,10 @@
 """`constrax.models`: a zoo of ready-made constrained systems with default parameters and
 consistent initial states (each a function `name(**overrides) -> Model`)."""
 
+from ._disk_on_link import (
+    disk_on_link as disk_on_link,
+    disk_on_link_contact as disk_on_link_contact,
+)
 from ._model import Model as Model
 from ._particles import (
     bead_on_rotating_hoop as bead_on_rotating_hoop,

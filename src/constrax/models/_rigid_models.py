@@ -10,10 +10,8 @@ import numpy as np
 from .._constraints import Holonomic, Pfaffian
 from .._system import System
 from ..rigid._contact._contacts import (
-    Plane,
     body_constraints,
     rolling_contact,
-    rotating_plane,
 )
 from ..rigid._contact._friction import (
     combine_forces,
@@ -21,6 +19,7 @@ from ..rigid._contact._friction import (
     viscous_spin_friction,
 )
 from ..rigid._contact._shapes import Disk, Sphere
+from ..rigid._contact._surfaces import Plane, rotating_plane
 from ..rigid._kinematics._body import RigidBody
 from ..rigid._kinematics._orientation import AbstractOrientation, Quaternion, RotationMatrix
 from ..rigid._kinematics._so3 import cross, euler_zxz_to_rotation, rotation_from_axis_angle

@@ -49,6 +49,7 @@ from ._kinematics import (
     AbstractOrientation as AbstractOrientation,
     AbstractRigidBody as AbstractRigidBody,
     EulerZXZ as EulerZXZ,
+    PlanarBody as PlanarBody,
     Quaternion as Quaternion,
     RigidBody as RigidBody,
     RotationMatrix as RotationMatrix,

@@ -1,11 +1,11 @@
 """Contacts: shapes (`_shapes`), contact geometry and constraint builders (`_contacts`),
-degeneracy of the primary constraints (`_degeneracy`), friction forces (`_friction`),
-frictional contacts (`_frictional_contact`) and the walk that switches them between rolling
-and sliding (`_switching`, over `_mode_dynamics`, `_mode_switch`, `_contact_run`,
-`_contact_trajectory` and `_run_checks`)."""
+the surfaces they touch (`_surfaces`), degeneracy of the primary constraints
+(`_degeneracy`), friction forces (`_friction`), frictional contacts (`_frictional_contact`)
+and the walk that switches them between rolling, sliding and separated (`_switching`, over
+`_mode_dynamics`, `_mode_switch`, `_impact`, `_contact_run`, `_contact_trajectory` and
+`_run_checks`)."""
 
 from ._contacts import (
-    Plane as Plane,
     angular_velocity_constraint as angular_velocity_constraint,
     body_constraints as body_constraints,
     contact_offset as contact_offset,
@@ -14,7 +14,6 @@ from ._contacts import (
     no_slip as no_slip,
     plane_contact as plane_contact,
     rolling_contact as rolling_contact,
-    rotating_plane as rotating_plane,
     translational_velocity_constraint as translational_velocity_constraint,
 )
 from ._degeneracy import (
@@ -36,6 +35,7 @@ from ._friction import (
 )
 from ._frictional_contact import FrictionalContact as FrictionalContact
 from ._shapes import Disk as Disk, Ellipsoid as Ellipsoid, Sphere as Sphere
+from ._surfaces import Plane as Plane, rotating_plane as rotating_plane
 from ._switching import (
     ContactTrajectory as ContactTrajectory,
     simulate_contacts as simulate_contacts,

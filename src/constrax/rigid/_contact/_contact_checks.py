@@ -67,14 +67,15 @@ def _violations(contact: FrictionalContact, mode: int, t, q, qd, p, tolerance) -
     scale = jnp.maximum(1.0, jnp.max(jnp.abs(qd)))
     g = _height(contact.body, contact.shape, contact.plane)(t, q, p)[0]
     _, v = contact_point_velocity(contact.body, contact.shape, contact.plane, t, q, qd, p)
-    n = contact.plane.normal.astype(q.dtype)
+    frame = contact.plane.frame(q)
+    n = frame[0]
     if mode == SEPARATED:
         touching = jnp.abs(g) <= tolerance
         bad += [g < -tolerance, touching & (n @ v / scale < -tolerance)]
         return jnp.stack(bad)
     bad += [~(jnp.abs(g) <= tolerance), ~(jnp.abs(n @ v) / scale <= tolerance)]
     if mode == ROLLING:
-        slip = contact.plane.tangents().astype(q.dtype) @ v
+        slip = frame[1:] @ v
         bad += list(~(jnp.abs(slip) / scale <= tolerance))
     return jnp.stack(bad)
 

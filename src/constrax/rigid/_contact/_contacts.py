@@ -21,17 +21,13 @@ Friction is *not* a constraint: see `cx.rigid` friction forces (Loparo & Vakalis
 
 from collections.abc import Callable, Sequence
 
-import equinox as eqx
-import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ..._constraints import AbstractConstraint, Holonomic, Pfaffian
-from ..._tolerances import rounding_tolerance
 from .._kinematics._body import AbstractRigidBody, check_point
-from .._kinematics._so3 import cross
 from ._shapes import _check_shape, _param
+from ._surfaces import Plane
 
 _FRAMES = ("body", "spatial")
 
@@ -235,68 +231,13 @@ def knife_edge(
 
 
 # ----------------------------------------------------------------------------------------
-# Shapes and planes.
-
-
-class Plane(eqx.Module):
-    r"""The plane $\{x : n\cdot x = h\}$ with unit normal `normal` (pointing to the side of the
-    bodies), height `height`, and an optional in-plane velocity field
-    `velocity(t, x, p) -> (3,)` of its material points (a turntable, a conveyor belt).
-
-    **Example:** a turntable spinning at `p["Omega"]`:
-    `Plane(velocity=lambda t, x, p: p["Omega"] * jnp.cross(jnp.array([0, 0, 1.0]), x))`.
-    """
-
-    normal: Array = eqx.field(converter=lambda a: _unit_normal(a), default=(0.0, 0.0, 1.0))
-    height: float | Callable = 0.0
-    velocity: Callable | None = None
-
-    def tangents(self) -> Array:
-        r"""A fixed orthonormal basis `(2, 3)` of the plane's tangent space, $(t_1, n\times t_1)$
-        ($e_x, e_y$ for the horizontal plane); traceable (a normal computed under `jit`)."""
-        n = self.normal
-        a = jnp.eye(3, dtype=n.dtype)[jnp.argmin(jnp.abs(n))]  # e_x for a horizontal plane
-        t1 = a - (a @ n) * n
-        t1 = t1 / jnp.sqrt(t1 @ t1)
-        return jnp.stack([t1, cross(n, t1)])
-
-
-def _unit_normal(value) -> Array:
-    """A plane's normal: a 3-vector of unit length, checked now where concrete and by an
-    `equinox.error_if` where traced (a plane built under `jit`)."""
-    n = check_point(value, "normal")
-    tol = rounding_tolerance(n.dtype)
-    if isinstance(n, jax.core.Tracer):
-        norm = jnp.sqrt(n @ n)
-        return eqx.error_if(
-            n, ~(jnp.abs(norm - 1.0) <= tol), "Plane: `normal` must be a unit vector"
-        )
-    if not np.isclose(np.linalg.norm(np.asarray(n)), 1.0, atol=tol):
-        raise ValueError(f"Plane: `normal` must be a unit vector, got {np.asarray(n).tolist()}")
-    return n
-
-
-def rotating_plane(
-    rate: float | Callable, centre: Float[ArrayLike, " 3"] = (0.0, 0.0, 0.0), **plane_kwargs
-) -> Plane:
-    r"""A plane spinning in itself about the axis through `centre` along its normal at angular
-    rate `rate` (number or `(t, p) -> rate`): $v_s(t, x) = \Omega(t)\,n\times(x - c)$.
-
-    **Example:** `rotating_plane(lambda t, p: p["Omega"])`.
-    """
-    c = check_point(centre, "centre")
-    n = check_point(plane_kwargs.get("normal", (0.0, 0.0, 1.0)), "normal")
-
-    def velocity(t, x, p):
-        w = rate(t, p) if callable(rate) else rate
-        return w * cross(n.astype(x.dtype), x - c.astype(x.dtype))
-
-    return Plane(velocity=velocity, **plane_kwargs)
+# Shapes (the planes: `_surfaces`).
 
 
 def contact_offset(body: AbstractRigidBody, shape, plane: Plane, q, p) -> Float[Array, " 3"]:
-    r"""Spatial offset $\Delta$ from the centre of mass to the lowest point of `shape`."""
-    return shape.contact_offset(body, q, plane.normal.astype(q.dtype), p)
+    r"""Spatial offset $\Delta$ from the centre of mass to the lowest point of `shape` (in
+    the direction $-n(q)$, the plane's normal at `q`: `Plane.frame`)."""
+    return shape.contact_offset(body, q, plane.frame(q)[0], p)
 
 
 def contact_point_velocity(
@@ -304,32 +245,46 @@ def contact_point_velocity(
 ) -> tuple[Float[Array, " 3"], Float[Array, " 3"]]:
     r"""$(\Delta, \dot r + \omega\times\Delta - v_s(t, r + \Delta))$: the offset of the lowest
     point of `shape` and the velocity of the material point there relative to `plane`,
-    the body's kinematics traced once for both (`AbstractRigidBody.offset_and_velocity`)."""
-    n = plane.normal.astype(q.dtype)
+    the body's kinematics traced once for both (`AbstractRigidBody.offset_and_velocity`).
+    For a plane carried by a body, $v_s$ is the carrier's material velocity there
+    (`Plane.material_velocity`)."""
+    n = plane.frame(q)[0]
     delta, v = body.offset_and_velocity(q, qd, lambda rotate: shape.lowest_point(rotate, n, p))
-    return delta, _relative_to(body, t, q, delta, v, plane.velocity, p, "Plane.velocity")
+    return delta, _relative_to_plane(body, plane, t, q, qd, delta, v, p)
+
+
+def _relative_to_plane(body, plane, t, q, qd, delta, v, p) -> Array:
+    """`v`, the velocity of `body`'s material point at offset `delta`, relative to the
+    material point of `plane` there (its `velocity` field, or its carrier's motion)."""
+    if plane.body is None:
+        return _relative_to(body, t, q, delta, v, plane.velocity, p, "Plane.velocity")
+    return v - plane.material_velocity(q, qd, body.position(q) + delta)
 
 
 def _height(body, shape, plane):
-    r"""$g(t, q, p) = n\cdot(r + \Delta) - h$: the height of the lowest point above `plane`."""
+    r"""$g(t, q, p) = n\cdot(r + \Delta) - h$: the height of the lowest point above `plane`
+    ($n(q)\cdot(r + \Delta - r_B) - h$ above a plane carried by a body at $r_B$)."""
 
     def height(t, q, p):
-        n = plane.normal.astype(q.dtype)
+        n = plane.frame(q)[0]
         r, rotate = body.placement(q)
+        if plane.body is not None:
+            r = r - plane.body.position(q)
         lowest = n @ r + shape.lowest_height(rotate, n, p)
         return jnp.atleast_1d(lowest - _param(plane.height, p))
 
     return height
 
 
-def _contact_velocity(body, shape, plane, directions):
+def _contact_velocity(body, shape, plane, first: int):
     r"""$d_i\cdot(\dot r + \omega\times\Delta - v_s(t, r + \Delta))$ for the unit vectors
-    $d_i$ (rows of `directions`): the contact geometry $\Delta$ is traced once for all rows."""
+    $d_i$, the rows `first:` of the plane's frame $(n, t_1, t_2)$ at $q$ (`Plane.frame`):
+    the contact geometry $\Delta$ is traced once for all rows."""
 
     def rows(t, q, qd, p):
         _, v = contact_point_velocity(body, shape, plane, t, q, qd, p)
         # Elementwise, not `@`: XLA:CPU runs each small `dot` as its own kernel.
-        return jnp.sum(directions.astype(q.dtype) * v, axis=-1)
+        return jnp.sum(plane.frame(q)[first:] * v, axis=-1)
 
     return rows
 
@@ -346,7 +301,10 @@ def plane_contact(
     (`cx.Holonomic(..., velocity=...)`): at the lowest point the contact point slides along
     the body's surface tangentially to the plane, so $n\cdot\dot\Delta =
     n\cdot(\omega\times\Delta)$, and the rows and their bias need first derivatives of the
-    contact geometry only (the plane's own in-plane motion does not move its height).
+    contact geometry only (the plane's own in-plane motion does not move its height). On a
+    plane carried by a body (`Plane(..., body=carrier)`) the row is the gap
+    $n(q)\cdot(r + \Delta - r_B) - h$ and its velocity form is
+    $n\cdot(v(x_c) - v_B(x_c))$, relative to the carrier's material point (`Plane`).
 
     **Example:** `plane_contact(ball, Sphere(0.1))` keeps a ball's centre at height 0.1.
     """
@@ -355,13 +313,17 @@ def plane_contact(
     plane = Plane() if plane is None else plane
 
     def normal_velocity(t, q, qd, p):
-        n = plane.normal.astype(q.dtype)
-        _, v = body.offset_and_velocity(q, qd, lambda rotate: shape.lowest_point(rotate, n, p))
+        n = plane.frame(q)[0]
+        delta, v = body.offset_and_velocity(q, qd, lambda rotate: shape.lowest_point(rotate, n, p))
+        if plane.body is not None:  # relative to the carrier (Plane: it is the gap's rate)
+            v = v - plane.material_velocity(q, qd, body.position(q) + delta)
         return jnp.atleast_1d(n @ v)
 
-    # Where the lowest point moves with the orientation, the velocity form spares the second
-    # derivative of the contact geometry; otherwise the height row is linear in q.
-    velocity = normal_velocity if shape.offset_follows_orientation else None
+    # Where the lowest point moves with the orientation (or the plane with its carrier), the
+    # velocity form spares the second derivative of the contact geometry; otherwise the
+    # height row is linear in q.
+    carried = plane.body is not None
+    velocity = normal_velocity if shape.offset_follows_orientation or carried else None
     return Holonomic(
         _height(body, shape, plane), name=name or f"{body.name}.contact", velocity=velocity
     )
@@ -379,7 +341,7 @@ def no_slip(
     _check_body(body)
     _check_shape(shape)
     plane = Plane() if plane is None else plane
-    slip = _contact_velocity(body, shape, plane, plane.tangents())
+    slip = _contact_velocity(body, shape, plane, 1)
     return Pfaffian(velocity=slip, name=name or f"{body.name}.no_slip")
 
 
@@ -414,10 +376,9 @@ def rolling_contact(
     _check_body(body)
     _check_shape(shape)
     plane = Plane() if plane is None else plane
-    directions = jnp.concatenate([plane.normal[None], plane.tangents()])
     return [
         Pfaffian(
-            velocity=_contact_velocity(body, shape, plane, directions),
+            velocity=_contact_velocity(body, shape, plane, 0),
             position=_height(body, shape, plane),
             name=f"{name or body.name}.rolling",
         )

@@ -22,8 +22,8 @@ from .._kinematics._body import AbstractRigidBody, check_point
 from ._contacts import (
     Plane,
     _check_body,
+    _relative_to_plane,
     contact_offset,
-    relative_velocity,
 )
 from ._shapes import _check_shape, _param
 
@@ -186,17 +186,17 @@ def sliding_friction(
     _check_shape(shape)
 
     def Q(t, q, qd, p):
-        n = plane.normal.astype(q.dtype)
+        n = plane.frame(q)[0]
         delta = contact_offset(body, shape, plane, q, p)
 
-        def F(v):  # v: the slip velocity of the contact point (the plane's is constant in qd)
+        def F(v):  # v: the velocity of the contact point relative to the plane's
             s = v - (v @ n) * n
             return (
                 -_param(coefficient, p) * _param(normal_force, p) * s / jnp.sqrt(s @ s + epsilon**2)
             )
 
-        slip = lambda v: relative_velocity(
-            body, t, q, v, delta, plane.velocity, p, "Plane.velocity"
+        slip = lambda v: _relative_to_plane(
+            body, plane, t, q, v, delta, body.offset_velocity(q, v, delta), p
         )
         return _velocity_load(slip, qd, F)
 

@@ -15,6 +15,13 @@ decides when the motion changes type. The contact has two modes, each an exact s
   slip velocity $s = (I - nn^\top)(\dot r + \omega\times\Delta - v_s)$, and enters the
   equations as the generalized force $Q = (\partial v_c/\partial\dot q)^\top F$.
 
+The plane may be carried by a second moving body (`Plane(..., body=carrier)`, Loparo &
+Vakalis 2002, §7.10: a disk on a moving link). Then $n$, $t_i$ are the plane's frame at
+$q$ (`Plane.frame`), $v_s$ is the carrier's material velocity at the contact point, and
+the contact force acts on both bodies, equal and opposite at $x_c$: the rows are rows of
+the relative velocity, so $A^\top\lambda$ does it, and kinetic friction enters as
+$Q = (\partial v_A(x_c)/\partial\dot q - \partial v_B(x_c)/\partial\dot q)^\top F$.
+
 `simulate_contacts` integrates a system with such contacts, switching each contact's mode
 where friction decides.
 """
@@ -31,7 +38,6 @@ from ..._constraints import AbstractConstraint
 from .._kinematics._body import AbstractRigidBody
 from .._kinematics._so3 import safe_sqrt
 from ._contacts import (
-    Plane,
     _check_body,
     _height,
     contact_offset,
@@ -41,6 +47,7 @@ from ._contacts import (
 )
 from ._friction import body_force
 from ._shapes import Disk, Ellipsoid, Sphere, _check_shape, _param
+from ._surfaces import Plane
 
 #: The modes of a `FrictionalContact`, in the order of their integer codes.
 MODES = ("rolling", "sliding", "separated")
@@ -106,7 +113,9 @@ class FrictionalContact(eqx.Module):
     **Arguments:**
 
     - `body`, `shape`, `plane`: as for `rolling_contact` (`plane` defaults to the
-      horizontal plane through the origin).
+      horizontal plane through the origin). A plane carried by another body
+      (`Plane(normal, height, body=carrier)`) makes it a contact between two moving bodies;
+      the carrier must not be `body` itself (`ValueError`).
     - `static_friction` ($\mu_s$), `kinetic_friction` ($\mu_k$): finite, non-negative,
       $\mu_s \ge \mu_k$; numbers, scalar arrays (differentiable leaves of the contact) or
       callables `p -> value` (differentiable parameters). Concrete values are checked
@@ -159,6 +168,11 @@ class FrictionalContact(eqx.Module):
         name = body.name if name is None else name
         if not isinstance(name, str):
             raise TypeError(f"FrictionalContact: `name` must be a string, got {name!r}")
+        if plane is not None and plane.body is not None and same_body(plane.body, body):
+            raise ValueError(
+                f"FrictionalContact {name!r}: the plane is carried by the contact's own body "
+                f"{body.name!r}; a contact is between a body and another body's plane"
+            )
         self.body = body
         self.shape = shape
         self.plane = Plane() if plane is None else plane
@@ -234,8 +248,7 @@ class FrictionalContact(eqx.Module):
         the plane in the contact frame (the rows of `rolling_contact`; its normal
         component is $\dot g$)."""
         _, v = self._contact_velocity(t, q, qd, p)
-        frame = jnp.concatenate([self.plane.normal[None], self.plane.tangents()])
-        return frame.astype(q.dtype) @ v
+        return self.plane.frame(q) @ v
 
     # -- kinematics at the contact point ---------------------------------------------------
 
@@ -244,8 +257,9 @@ class FrictionalContact(eqx.Module):
 
     def slip_velocity(self, t, q, qd, p) -> Float[Array, " 3"]:
         r"""The slip velocity $s = (I - nn^\top)(\dot r + \omega\times\Delta - v_s)$ of the
-        material contact point relative to the plane (zero while rolling)."""
-        n = self.plane.normal.astype(q.dtype)
+        material contact point relative to the plane (zero while rolling), spatial; $n$
+        the plane's normal at `q` (`Plane.frame`)."""
+        n = self.plane.frame(q)[0]
         _, v = self._contact_velocity(t, q, qd, p)
         return v - (v @ n) * n
 
@@ -280,12 +294,43 @@ class FrictionalContact(eqx.Module):
     def kinetic_friction_force(self, t, q, qd, p, anchor, normal_force=1.0) -> Float[Array, " n"]:
         r"""The generalized force of kinetic friction $F = -\mu_k N\hat s$ at the contact
         point, $Q = (\partial v_c/\partial\dot q)^\top F$ (per unit normal force by
-        default: `simulate_contacts` scales it by the normal reaction)."""
+        default: `simulate_contacts` scales it by the normal reaction). On a plane carried
+        by a body, $v_c = v_A(x_c) - v_B(x_c)$ is the relative velocity and
+        $Q = (\partial v_A(x_c)/\partial\dot q - \partial v_B(x_c)/\partial\dot q)^\top F$:
+        $F$ on the body, $-F$ on the carrier, at the same point."""
         _, mu_k = self.coefficients(p)
         delta = contact_offset(self.body, self.shape, self.plane, q, p)
         s_hat = self.slip_direction(t, q, qd, p, anchor)
-        F = -(mu_k * normal_force) * s_hat
-        return body_force(self.body, q, force=F.astype(q.dtype), offset=delta)
+        F = (-(mu_k * normal_force) * s_hat).astype(q.dtype)
+        Q = body_force(self.body, q, force=F, offset=delta)
+        carrier = self.plane.body
+        if carrier is None:
+            return Q
+        x_c = self.body.position(q) + delta
+        return Q - body_force(carrier, q, force=F, offset=x_c - carrier.position(q))
+
+    def same_pair(self, other: "FrictionalContact") -> bool:
+        """Whether `other` is a contact between the same two bodies (either way round);
+        contacts on planes not carried by a body are never a pair."""
+        a, b = self.plane.body, other.plane.body
+        if a is None or b is None:
+            return False
+        return (same_body(self.body, other.body) and same_body(a, b)) or (
+            same_body(self.body, b) and same_body(a, other.body)
+        )
+
+
+def same_body(a: AbstractRigidBody, b: AbstractRigidBody) -> bool:
+    """Whether `a` and `b` are the same body: the same object, or equal bodies (the same
+    type, coordinates and arrays; `False` where the arrays are traced)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    try:
+        return bool(eqx.tree_equal(a, b))
+    except jax.errors.ConcretizationTypeError:
+        return False
 
 
 def _norm(v) -> Array:

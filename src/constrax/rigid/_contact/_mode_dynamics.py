@@ -160,7 +160,7 @@ class _Model(eqx.Module):
         tangential = []
         for i, (contact, m) in enumerate(zip(self.contacts, combo, strict=True)):
             if m == ROLLING:
-                tangents = contact.plane.tangents().astype(q.dtype)
+                tangents = contact.plane.frame(q)[1:]
                 tangential.append(lam[offsets[i] + 1 : offsets[i] + 3] @ tangents)
             else:
                 tangential.append(jnp.zeros(3, q.dtype))

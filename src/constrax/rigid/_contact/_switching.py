@@ -29,6 +29,7 @@ switch (`_mode_switch`), the run over the segments (`_contact_run`), its result
 initial state are checked and the run's status raised.
 """
 
+import itertools
 from collections.abc import Sequence
 
 import diffrax
@@ -98,6 +99,12 @@ def _check_arguments(system, contacts, modes, max_switches, stabilisation) -> tu
     names = [c.name for c in contacts]
     if len(set(names)) != len(names):
         raise ValueError(f"contact names must be unique (pass name=...), got {names}")
+    for i, j in itertools.combinations(range(len(contacts)), 2):
+        if contacts[i].same_pair(contacts[j]):
+            raise ValueError(
+                f"contacts {names[i]!r} and {names[j]!r} are between the same two bodies "
+                "(a body and its carrier's plane): give one FrictionalContact per pair"
+            )
     if isinstance(modes, str):
         modes = [modes]
     modes = tuple(modes)

@@ -1,5 +1,6 @@
 """Bodies and kinematics: SO(3)/SE(3) maps (`_so3`), orientation coordinates
-(`_orientation`), rigid bodies and their kinetic energy (`_body`)."""
+(`_orientation`), rigid bodies and their kinetic energy (`_body`), planar bodies
+(`_planar_body`)."""
 
 from ._body import (
     AbstractRigidBody as AbstractRigidBody,
@@ -13,6 +14,7 @@ from ._orientation import (
     Quaternion as Quaternion,
     RotationMatrix as RotationMatrix,
 )
+from ._planar_body import PlanarBody as PlanarBody
 from ._so3 import (
     body_angular_velocity as body_angular_velocity,
     body_translational_velocity as body_translational_velocity,
