@@ -22,6 +22,7 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from ._contact_trajectory import FAILED, INCONSISTENT, LIFT_OFF, OK, ZENO, ContactTrajectory
+from ._event_time import exact_rate
 from ._mode_dynamics import _Model
 from ._mode_switch import switch_at_event
 from ._run_checks import _INIT_OK, _initial_codes
@@ -103,14 +104,15 @@ def _integrate(walk: _Walk, carry: _Carry, start) -> diffrax.Solution:
     saveat = diffrax.SaveAt(
         subs=[diffrax.SubSaveAt(t1=True), diffrax.SubSaveAt(ts=jnp.clip(walk.ts, start, walk.t1))]
     )
+    args = (walk.p, carry.modes, carry.anchors)
     return diffrax.diffeqsolve(
         walk.term,
-        walk.solver,
+        exact_rate(walk.solver, walk.term, args),  # the event's rate from the field
         start,
         walk.t1,
         walk.dt0,
         (carry.q, carry.qd),
-        args=(walk.p, carry.modes, carry.anchors),
+        args=args,
         saveat=saveat,
         stepsize_controller=walk.stepsize_controller,
         adjoint=walk.adjoint,
