@@ -22,6 +22,7 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from ._contact_trajectory import FAILED, IMPACT, INCONSISTENT, OK, ZENO, ContactTrajectory
+from ._event_time import exact_rate
 from ._mode_dynamics import _Model
 from ._mode_switch import switch_at_event
 from ._run_checks import _INIT_OK, _initial_codes
@@ -87,18 +88,25 @@ def _term_and_event(model: _Model, root_finder) -> tuple[diffrax.ODETerm, diffra
 
     `rest` is `(done, q, qd)`: whether the run has finished, and its carried state. Under
     `vmap` diffrax evaluates the event's root find of every lane, also of one that took no
-    step, on an interpolation of zeros; such a lane's event is evaluated at its carried
-    state instead, where the dynamics are defined (their checks would fire on zeros)."""
+    step, on an interpolation of zeros (and the field there, for the rate of
+    `exact_rate`'s dense output); such a lane's event and field are evaluated at its carried
+    state instead, where the dynamics are defined (their checks would fire on zeros). A
+    finished lane takes no step, so its field is read nowhere else."""
+
+    def at_rest(y, rest):
+        done, q_rest, qd_rest = rest
+        return jnp.where(done, q_rest, y[0]), jnp.where(done, qd_rest, y[1])
 
     def field(t, y, args):
-        p_, modes, anchors, _ = args
-        ev = model.evaluate(modes, t, y[0], y[1], p_, anchors)
+        p_, modes, anchors, rest = args
+        q, qd = at_rest(y, rest)
+        ev = model.evaluate(modes, t, q, qd, p_, anchors)
         return ev.q_dot, ev.qdd
 
     def cond(t, y, args, **kwargs):
-        p_, modes, anchors, (done, q_rest, qd_rest) = args
-        y = (jnp.where(done, q_rest, y[0]), jnp.where(done, qd_rest, y[1]))
-        return model.event_value(modes, t, y[0], y[1], p_, anchors)
+        p_, modes, anchors, rest = args
+        q, qd = at_rest(y, rest)
+        return model.event_value(modes, t, q, qd, p_, anchors)
 
     return diffrax.ODETerm(field), diffrax.Event(cond, root_finder=root_finder, direction=False)
 
@@ -109,14 +117,15 @@ def _integrate(walk: _Walk, carry: _Carry, start) -> diffrax.Solution:
     saveat = diffrax.SaveAt(
         subs=[diffrax.SubSaveAt(t1=True), diffrax.SubSaveAt(ts=jnp.clip(walk.ts, start, walk.t1))]
     )
+    args = (walk.p, carry.modes, carry.anchors, (carry.done, carry.q, carry.qd))
     return diffrax.diffeqsolve(
         walk.term,
-        walk.solver,
+        exact_rate(walk.solver, walk.term, args),  # the event's rate from the field
         start,
         walk.t1,
         walk.dt0,
         (carry.q, carry.qd),
-        args=(walk.p, carry.modes, carry.anchors, (carry.done, carry.q, carry.qd)),
+        args=args,
         saveat=saveat,
         stepsize_controller=walk.stepsize_controller,
         adjoint=walk.adjoint,
