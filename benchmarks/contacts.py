@@ -151,9 +151,9 @@ def report(result: dict) -> str:
     lines += md_table(header, body)
     lines += [
         "",
-        "Outputs: the skid's switching time $2v_0/(7\\mu_k g)$ = 0.2184 s for $v_0$ = 3 m/s, "
+        "Outputs: the skid's switching time $2v_0/(7\\mu_k g)$ = 0.4369 s for $v_0$ = 3 m/s, "
         "$\\mu_k$ = 0.2; the tenth impact of the bouncing ball (it comes to rest); the "
-        "derivative of the skid's switching time, $-2v_0/(7\\mu_k^2 g)$ = -1.092.",
+        "derivative of the skid's switching time, $-2v_0/(7\\mu_k^2 g)$ = -2.184.",
     ]
     return "\n".join(lines) + "\n"
 
