@@ -1,9 +1,9 @@
 r"""`FrictionalContact`: a `Sphere`, `Disk` or `Ellipsoid` on a `Plane` with Coulomb
-friction, in one of two modes.
+friction and Newton's restitution, in one of three modes.
 
 Loparo & Vakalis 2002, §7.9: the reaction of an ideal constraint does no work and vanishes
 from the reduced dynamics, while friction in the common tangent plane stays as a force and
-decides when the motion changes type. The contact has two modes, each an exact system:
+decides when the motion changes type. The contact has three modes, each an exact system:
 
 * *rolling*: the three rows of `rolling_contact`,
   $(n, t_1, t_2)\cdot(\dot r + \omega\times\Delta - v_s) = 0$, are constraints; their
@@ -13,7 +13,8 @@ decides when the motion changes type. The contact has two modes, each an exact s
 * *sliding*: only the normal row (`plane_contact`) is a constraint; kinetic Coulomb
   friction $F = -\mu_k N\,\hat s$ acts at the contact point, $\hat s$ the direction of the
   slip velocity $s = (I - nn^\top)(\dot r + \omega\times\Delta - v_s)$, and enters the
-  equations as the generalized force $Q = (\partial v_c/\partial\dot q)^\top F$.
+  equations as the generalized force $Q = (\partial v_c/\partial\dot q)^\top F$;
+* *separated*: no rows and no force; where the gap closes an impact follows (`_impact`).
 
 The plane may be carried by a second moving body (`Plane(..., body=carrier)`, Loparo &
 Vakalis 2002, §7.10: a disk on a moving link). Then $n$, $t_i$ are the plane's frame at

@@ -1,23 +1,27 @@
-r"""`simulate_contacts`: integrate a system with `FrictionalContact`s, each rolling or
-sliding as friction decides, switching at events located by root finding.
+r"""`simulate_contacts`: integrate a system with `FrictionalContact`s, each rolling,
+sliding or separated as friction, the normal reaction and the gap decide, switching at
+events located by root finding.
 
 The run is a sequence of segments. In a segment every contact keeps its mode, and the
 system is an ordinary constrained system: the rows of the rolling contacts, the normal rows
 of the sliding ones and the system's own constraints, with the kinetic friction forces of
-the sliding contacts. A segment ends where, for some contact $i$, the *event function*
+the sliding contacts (the separated ones have no rows). A segment ends where, for some
+contact $i$, the *event function*
 
 $$
 \phi_i = \begin{cases}
 \mu_{s,i}N_i - |\lambda_{t,i}| & \text{rolling (leaves the static friction cone)}\\
 s_i\cdot a_i & \text{sliding (the slip velocity along its initial direction } a_i
-\text{ reaches zero)}
+\text{ reaches zero)}\\
+g_i - \delta + \tau\max(\dot g_i, 0) & \text{separated (the gap closes)}
 \end{cases}
 $$
 
-or the normal reaction $N_i$ crosses zero from above (lift-off, an error): diffrax's
+or, in contact, the normal reaction $N_i$ crosses zero from above (lift-off): diffrax's
 `Event` finds the first sign change of $\min_i\min(\phi_i, N_i)$ and an
 `optimistix.Newton` root find on the step's dense output locates it. The state is carried
-across unchanged, the contact's mode switched, and the next segment starts there. The
+across unchanged (at a touchdown, the velocities jump by the impact's impulse,
+`_impact`), the contact's mode switched, and the next segment starts there. The
 event time is a differentiable function of the parameters and of the initial state (the
 implicit function theorem on $\phi(t^*) = 0$, as diffrax differentiates its events), so
 `jax.grad` through the whole run includes the sensitivity of every switching time.
@@ -238,18 +242,22 @@ def simulate_contacts(
     tolerance: float | None = None,
     throw: bool = True,
 ) -> ContactTrajectory:
-    r"""Integrate `system` with frictional contacts that switch between rolling and
-    sliding where Coulomb friction decides (Loparo & Vakalis 2002, §7.9).
+    r"""Integrate `system` with frictional contacts that switch between rolling, sliding
+    and separated where Coulomb friction, the normal reaction and the gap decide (Loparo &
+    Vakalis 2002, §7.9).
 
     Each contact is *rolling* (its no-slip rows are constraints, their multipliers the
-    friction force $\lambda_t$) or *sliding* (kinetic friction $-\mu_k N\hat s$ at the
-    contact point, $N$ the normal reaction). Rolling turns to sliding where
-    $|\lambda_t| = \mu_s N$ (leaving the static friction cone), sliding to rolling where
-    the slip velocity vanishes — unless rolling would then leave the cone at once, and
-    the slip reverses. The switching times are located by root finding on diffrax's dense
-    output (`diffrax.Event`), the state carried across unchanged; `jax.grad` of anything
-    computed from the result passes through the switching times (the implicit function
-    theorem on the event condition). Docs page "Rolling or sliding".
+    friction force $\lambda_t$), *sliding* (kinetic friction $-\mu_k N\hat s$ at the
+    contact point, $N$ the normal reaction) or *separated* (no rows: free flight). Rolling
+    turns to sliding where $|\lambda_t| = \mu_s N$ (leaving the static friction cone),
+    sliding to rolling where the slip velocity vanishes — unless rolling would then leave
+    the cone at once, and the slip reverses. A contact whose normal reaction vanishes
+    separates; where a separated contact's gap closes, an impact (Newton's restitution
+    law with a Coulomb-bounded impulse) makes it bounce, roll or slide. The switching
+    times are located by root finding on diffrax's dense output (`diffrax.Event`), the
+    state carried across unchanged; `jax.grad` of anything computed from the result
+    passes through the switching times (the implicit function theorem on the event
+    condition). Docs page "Rolling or sliding".
 
     **Arguments:**
 
@@ -280,7 +288,8 @@ def simulate_contacts(
       its slip direction counts too); exceeding it raises (a Zeno sequence).
     - `tolerance`: relative tolerance of "the slip is zero" (default
       $\max(10^{-8}, 1000\epsilon)$).
-    - `throw`: raise on lift-off, an exhausted budget, a failed integration or an
+    - `throw`: raise on an impact without a consistent impulse, an exhausted budget, a
+      failed integration or an
       inconsistent initial state (eagerly a `ValueError`/`RuntimeError` with the contact
       and the time; under `jit`/`grad` an `equinox` runtime error naming the contact).
       With `False` read `ContactTrajectory.status`.
