@@ -266,9 +266,11 @@ def simulate_contacts(
     - `contacts`: `cx.rigid.FrictionalContact`s; their rows come first in each segment's
       system.
     - `q0`, `qd0`, `p`: initial state `(n,)` and parameters (any pytree).
-    - `modes`: the initial mode of each contact, `"rolling"` or `"sliding"`. A state
-      inconsistent with its mode is refused (a rolling contact that slips or needs more
-      friction than $\mu_s N$, a sliding one that does not slip).
+    - `modes`: the initial mode of each contact, `"rolling"`, `"sliding"` or
+      `"separated"`. A state inconsistent with its mode is refused (a rolling contact that
+      slips or needs more friction than $\mu_s N$, a sliding one that does not slip, a
+      contact in either without a positive normal reaction; a separated one below the
+      plane, or on it and moving into it).
     - `t0`, `t1`, `ts`: time span and save times `(k,)` (default `[t0, t1]`).
     - `dt0`, `solver` (`diffrax.Tsit5()`), `stepsize_controller` (a `PIDController` with
       `rtol = atol =` $10^{-8}$ in float64, steps capped by the stabilisation's rate as
