@@ -373,20 +373,27 @@ def test_gradients_through_switch_match_closed_forms_and_differences(skid):
 
 
 @pytest.mark.slow
-def test_pushed_switch_time_gradient_under_jit():
-    """t_s = 7 mu_s m g / (2 k): its derivatives in mu_s and k, by jax.grad under jit."""
-    p0 = _params(k=20.0, mu_s=0.3, mu_k=0.2)
-    q0, qd0 = _state(p0, 0.5, spin=5.0)
+def test_pushed_switch_and_lift_off_time_gradients_under_jit():
+    """t_s = 7 mu_s m g / (2 k): its derivatives in mu_s and k; and the lift-off time
+    t_l = m g / kz of a ball pushed up by kz t: its derivatives in kz and m, through the
+    switch to free flight. One compiled program, by jax.grad under jit."""
 
     @jax.jit
-    def t_switch(p):
+    def t_switch(p, q0, qd0):
         return _run(p, q0, qd0, "rolling", t1=2.0).switch_times[0]
 
-    g = jax.grad(t_switch)(p0)
+    p0 = _params(k=20.0, mu_s=0.3, mu_k=0.2)
+    g = jax.grad(t_switch)(p0, *_state(p0, 0.5, spin=5.0))
     m, k, mu_s = 2.0, 20.0, 0.3
     np.testing.assert_allclose(float(g["mu_s"]), 7 * m * G / (2 * k), rtol=1e-7)
     np.testing.assert_allclose(float(g["k"]), -7 * mu_s * m * G / (2 * k**2), rtol=1e-7)
     assert abs(float(g["mu_k"])) < 1e-10
+
+    p1 = _params(kz=40.0)
+    g = jax.grad(t_switch)(p1, *_state(p1, 1.0, spin=10.0))  # rolling at 1 m/s, a = 0.1
+    np.testing.assert_allclose(float(g["kz"]), -m * G / 40.0**2, rtol=1e-7)
+    np.testing.assert_allclose(float(g["m"]), G / 40.0, rtol=1e-7)
+    assert abs(float(g["mu_s"])) < 1e-10
 
 
 @pytest.mark.slow
