@@ -40,6 +40,7 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from ._solvers import EulerFirstSameAsLast, carries_end_field
+from ._wrapped_solver import ForwardingSolver
 
 
 @functools.cache
@@ -120,7 +121,7 @@ def first_same_as_last(solver: diffrax.AbstractSolver) -> diffrax.AbstractSolver
     return cls(**fields)
 
 
-class ProjectedSolver(diffrax.AbstractWrappedSolver):
+class ProjectedSolver(ForwardingSolver):
     """Wraps a diffrax `solver`; projects the state each of its steps returns onto the
     constraints of `field` (a constrax vector field; see the module docstring)."""
 
@@ -129,45 +130,8 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
     positions: bool = eqx.field(static=True, default=False)
 
     @property
-    def term_structure(self):
-        return self.solver.term_structure
-
-    @property
     def interpolation_cls(self):
         return projected_interpolation(self.solver.interpolation_cls)
-
-    @property
-    def term_compatible_contr_kwargs(self):
-        return self.solver.term_compatible_contr_kwargs
-
-    # What diffrax reads (and sets, by `eqx.tree_at`) on the solvers it is handed, which
-    # `isinstance` checks forward to the wrapped one: an implicit solver's root finder and a
-    # Runge–Kutta solver's `scan_kind`.
-
-    @property
-    def root_finder(self):
-        """The wrapped implicit solver's root finder (diffrax sets its tolerances)."""
-        return self.solver.root_finder
-
-    @property
-    def scan_kind(self):
-        """The wrapped Runge–Kutta solver's `scan_kind` (diffrax's adjoints set it)."""
-        return self.solver.scan_kind
-
-    def order(self, terms):
-        return self.solver.order(terms)
-
-    def strong_order(self, terms):
-        return self.solver.strong_order(terms)
-
-    def error_order(self, terms):
-        return self.solver.error_order(terms)
-
-    def init(self, terms, t0, t1, y0, args):
-        return self.solver.init(terms, t0, t1, y0, args)
-
-    def func(self, terms, t0, y0, args):
-        return self.solver.func(terms, t0, y0, args)
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         y1, y_error, dense_info, solver_state, result = self.solver.step(

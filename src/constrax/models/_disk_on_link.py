@@ -7,11 +7,12 @@ import numpy as np
 
 from .._constraints import Holonomic
 from .._system import System
-from ..rigid._contact._shapes import Disk
 from ..rigid._contact._frictional_contact import FrictionalContact
+from ..rigid._contact._shapes import Disk
 from ..rigid._contact._surfaces import Plane
 from ..rigid._kinematics._planar_body import PlanarBody
 from ._model import Model, resolve_params
+from ._rigid_models import DISK_AND_LINK_DEFAULTS
 
 # numpy, not jnp: an array made at import would start XLA before a script sets XLA_FLAGS
 _EY = np.array([0.0, 1.0, 0.0])
@@ -69,22 +70,7 @@ def disk_on_link(**overrides) -> Model:
     out.switch_times[0]                      # the disk starts rolling (about 0.16 s)
     ```
     """
-    defaults = dict(
-        m_d=1.0,
-        a=0.2,
-        J_d=0.02,
-        m_l=2.0,
-        J_l=2.0 * 2.0**2 / 12,
-        k_l=30.0,
-        g=9.81,
-        tilt0=0.05,
-        s0=0.0,
-        vl0=0.2,
-        sd0=0.2,
-        spin0=5.0,
-        mu_s=0.4,
-        mu_k=0.2,
-    )
+    defaults = dict(DISK_AND_LINK_DEFAULTS, spin0=5.0, mu_s=0.4, mu_k=0.2)
     p = resolve_params("disk_on_link", defaults, overrides)
     link0, disk0 = _bodies()
 

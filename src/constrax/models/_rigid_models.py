@@ -280,6 +280,22 @@ def _perp(w, x):  # (w e_z) x x for a planar vector x
     return w * jnp.stack([-x[1], x[0]])
 
 
+#: The parameters of `disk_and_link` (and of `disk_on_link`, which adds its friction).
+DISK_AND_LINK_DEFAULTS = dict(
+    m_d=1.0,
+    a=0.2,
+    J_d=0.02,
+    m_l=2.0,
+    J_l=2.0 * 2.0**2 / 12,
+    k_l=30.0,
+    g=9.81,
+    tilt0=0.05,
+    s0=0.0,
+    vl0=0.2,
+    sd0=0.2,
+)
+
+
 def disk_and_link(**overrides) -> Model:
     r"""A disk rolling without slipping on a link that moves in a vertical plane (Loparo & Vakalis
     2002 §7.10, Figure 7.5), modelled as two interconnected planar rigid bodies with the
@@ -326,20 +342,7 @@ def disk_and_link(**overrides) -> Model:
     F = cx.models.disk_and_link_contact_force(traj.q, traj.multipliers())
     ```
     """
-    defaults = dict(
-        m_d=1.0,
-        a=0.2,
-        J_d=0.02,
-        m_l=2.0,
-        J_l=2.0 * 2.0**2 / 12,
-        k_l=30.0,
-        g=9.81,
-        tilt0=0.05,
-        s0=0.0,
-        vl0=0.2,
-        sd0=0.2,
-    )
-    p = resolve_params("disk_and_link", defaults, overrides)
+    p = resolve_params("disk_and_link", dict(DISK_AND_LINK_DEFAULTS), overrides)
 
     def lagrangian(t, q, qd, p):
         T = 0.5 * p["m_l"] * (qd[0] ** 2 + qd[1] ** 2) + 0.5 * p["J_l"] * qd[2] ** 2

@@ -49,6 +49,8 @@ import equinox as eqx
 import jax
 import jax.tree_util as jtu
 
+from ..._wrapped_solver import ForwardingSolver
+
 
 def _stop(tree):
     return jtu.tree_map(lambda x: jax.lax.stop_gradient(x) if eqx.is_inexact_array(x) else x, tree)
@@ -85,21 +87,13 @@ class _ExactRateInterpolation(diffrax.AbstractLocalInterpolation):
         return jtu.tree_map(lambda yi, ri: yi + (t0 - t) * ri, y, rate)
 
 
-class _ExactRateSolver(diffrax.AbstractWrappedSolver):
+class _ExactRateSolver(ForwardingSolver):
     """`solver` with the dense output of `_ExactRateInterpolation`; everything else
     forwarded."""
 
     solver: diffrax.AbstractSolver
     term: diffrax.AbstractTerm
     args: Any
-
-    @property
-    def term_structure(self):
-        return self.solver.term_structure
-
-    @property
-    def term_compatible_contr_kwargs(self):
-        return self.solver.term_compatible_contr_kwargs
 
     @property
     def interpolation_cls(self) -> Callable[..., diffrax.AbstractLocalInterpolation]:
@@ -109,34 +103,6 @@ class _ExactRateSolver(diffrax.AbstractWrappedSolver):
             return _ExactRateInterpolation(inner_cls(**kwargs), term, args)
 
         return make
-
-    # Read (and replaced with `eqx.tree_at`) by diffrax where the wrapped solver is a
-    # Runge-Kutta method or an implicit one.
-    @property
-    def scan_kind(self):
-        return self.solver.scan_kind
-
-    @property
-    def root_finder(self):
-        return self.solver.root_finder
-
-    def order(self, terms):
-        return self.solver.order(terms)
-
-    def strong_order(self, terms):
-        return self.solver.strong_order(terms)
-
-    def error_order(self, terms):
-        return self.solver.error_order(terms)
-
-    def init(self, terms, t0, t1, y0, args):
-        return self.solver.init(terms, t0, t1, y0, args)
-
-    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        return self.solver.step(terms, t0, t1, y0, args, solver_state, made_jump)
-
-    def func(self, terms, t0, y0, args):
-        return self.solver.func(terms, t0, y0, args)
 
 
 def exact_rate(solver: diffrax.AbstractSolver, term: diffrax.AbstractTerm, args) -> Any:
