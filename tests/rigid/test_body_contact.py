@@ -389,3 +389,43 @@ def test_ball_on_a_sliding_slab_in_3d_against_closed_forms():
     np.testing.assert_allclose(float(ev.qdd[7]), (PUSH - f) / M_SLAB, rtol=1e-10)
     w_dot = BALL.angular_velocity(q, ev.qdd)
     np.testing.assert_allclose(np.asarray(w_dot), [0, -A_BALL * f / I, 0], atol=1e-10)
+
+
+@pytest.mark.slow
+def test_disk_dropped_on_the_moving_link_bounces_to_rest_and_never_gains_energy():
+    """The disk 5 cm above the moving link, e = 0.5: it lands on the link, bounces off it
+    (each time leaving with a positive normal velocity relative to the link), the bounces
+    die out below `restitution_threshold`, and it closes on the link; energy is constant
+    in flight, never gained at an impact (Newton's law with a Coulomb-bounded impulse on
+    two moving bodies, the impulse equal and opposite on both)."""
+    import equinox as eqx
+
+    contact = eqx.tree_at(lambda c: c.restitution, CONTACT, jnp.asarray(0.5))
+    q0 = MODEL.q0.at[4].add(0.05)  # the disk's centre 5 cm higher
+    out = rg.simulate_contacts(
+        MODEL.system,
+        [contact],
+        q0,
+        MODEL.qd0,
+        P,
+        modes=["separated"],
+        t1=0.5,
+        ts=jnp.linspace(0.0, 0.5, 11),
+        max_switches=12,
+    )
+    k = int(out.num_switches)
+    modes = np.asarray(out.switch_modes[:k, 0]).tolist()
+    assert k >= 3 and modes[:-1] == [2] * (k - 1) and modes[-1] in (0, 1)
+    # The normal velocity of the disk's contact point relative to the link after each
+    # impact: positive after a bounce, zero where the contact closes.
+    u_n = np.asarray(
+        [
+            contact.contact_velocity(out.switch_times[i], out.switch_q[i], out.switch_qd[i], P)[0]
+            for i in range(k)
+        ]
+    )
+    assert np.all(u_n[:-1] > 1e-3) and abs(u_n[-1]) <= 1e-9
+    assert np.all(np.diff(u_n[:-1]) < 0)  # the bounces die out
+    E = np.asarray(out.energy())
+    assert np.all(np.diff(E) <= 1e-9 * E[0])
+    assert E[-1] < E[0]

@@ -80,10 +80,15 @@ def contact_impact(model: _Model, modes, c, t, q, qd, p) -> Impact:
     others = jnp.arange(N) != c
     closed = others & (modes != SEPARATED)
     rolling = others & (modes == ROLLING)
-    mask = jnp.concatenate(
+    held = jnp.concatenate(
         [jnp.stack([closed, rolling, rolling], axis=1).ravel(), jnp.ones(A_own.shape[0], bool)]
-    ).astype(q.dtype)
-    A = jnp.concatenate([J.reshape(3 * N, n), A_own]) * mask[:, None]
+    )
+    A = jnp.concatenate([J.reshape(3 * N, n), A_own])
+    # A row that vanishes identically (the out-of-plane no-slip row of a planar body) holds
+    # by itself: left out, as the rank-robust solve of the dynamics leaves it.
+    norms = jnp.sqrt(jnp.sum(A * A, axis=1))
+    mask = (held & (norms > jnp.finfo(q.dtype).eps * (1.0 + jnp.max(norms)))).astype(q.dtype)
+    A = A * mask[:, None]
     m = A.shape[0]
     W = mass_matrix(system, t, q, qd, p)
     K = jnp.block([[W, -A.T], [A, jnp.diag(1.0 - mask)]])
@@ -97,7 +102,9 @@ def contact_impact(model: _Model, modes, c, t, q, qd, p) -> Impact:
     )
     v = -u[0]  # the approach speed
     e = jnp.where(v > threshold, e, 0.0).astype(q.dtype)
-    stick = jnp.linalg.solve(G, jnp.stack([e * v, 0.0, 0.0]).astype(q.dtype) - u)
+    # The pseudoinverse: G is singular where a tangential row vanishes (a planar body's
+    # out-of-plane row); the impulse along it is then zero.
+    stick = jnp.linalg.pinv(G) @ (jnp.stack([e * v, 0.0, 0.0]).astype(q.dtype) - u)
     sticking = _norm(stick[1:]) <= mu_s * stick[0]
     slip = u[1:]
     eps = jnp.finfo(q.dtype).eps
