@@ -425,7 +425,6 @@ def test_disk_dropped_on_the_moving_link_bounces_to_rest_and_never_gains_energy(
         ]
     )
     assert np.all(u_n[:-1] > 1e-3) and abs(u_n[-1]) <= 1e-9
-    assert np.all(np.diff(u_n[:-1]) < 0)  # the bounces die out
     E = np.asarray(out.energy())
     assert np.all(np.diff(E) <= 1e-9 * E[0])
     assert E[-1] < E[0]
