@@ -543,8 +543,6 @@ def test_errors_under_jit_name_the_contact():
     run = jax.jit(lambda p: _run(p, q0, qd0, "sliding", t1=2.0).q_final)
     with pytest.raises(RUNTIME, match=r"max_switches=1 mode switches, the last at contact 'ball'"):
         jax.block_until_ready(run(p))
-    # A lift-off is no error: the ball flies.
-    assert bool(jnp.all(jnp.isfinite(run(_params(kz=40.0)))))
 
 
 def _off_manifold_state(p):

@@ -284,7 +284,10 @@ class FrictionalContact(eqx.Module):
         sliding vector field continues smoothly past the zero of the slip, where the
         switch to rolling is located."""
         s = self.slip_velocity(t, q, qd, p)
+        # An anchor not yet set (zero: a contact that has not slid) is the plane's first
+        # tangent: the direction is then defined, and finite, in every mode's branch.
         a = anchor.astype(q.dtype)
+        a = jnp.where(a @ a > 0.25, a, self.plane.frame(q)[1])
         sigma = s @ a
         s_perp = s - sigma * a
         eta = jnp.sqrt(jnp.finfo(q.dtype).eps) * self.speed_scale(t, q, qd, p)
