@@ -28,7 +28,21 @@ def _param(value, p):
     return value(p) if callable(value) else value
 
 
-class Sphere(eqx.Module):
+class _AbstractShape(eqx.Module):
+    """What every shape derives from its `lowest_point(rotate, n, p)` and
+    `lowest_height(rotate, n, p)` (`rotate`: $X\mapsto RX$): the same at a body's `q`."""
+
+    def contact_offset(self, body, q, n, p):
+        r"""Spatial offset $\Delta$ from the centre of mass to the lowest point of the body
+        at `q`."""
+        return self.lowest_point(lambda X: body.rotate(q, X), n.astype(q.dtype), p)
+
+    def normal_offset(self, body, q, n, p):
+        r"""$n\cdot\Delta$ (`lowest_height`) of the body at `q`."""
+        return self.lowest_height(lambda X: body.rotate(q, X), n.astype(q.dtype), p)
+
+
+class Sphere(_AbstractShape):
     r"""A ball of radius `radius` whose geometric centre is the body-frame point `centre`
     (default the centre of mass); lowest point $\Delta = RX_c - an$, height
     $n\cdot\Delta = n\cdot RX_c - a$.
@@ -86,21 +100,13 @@ class Sphere(eqx.Module):
             return h
         return n @ rotate(self.centre.astype(n.dtype)) + h
 
-    def contact_offset(self, body, q, n, p):
-        r"""Spatial offset $\Delta$ from the centre of mass to the lowest point."""
-        return self.lowest_point(lambda X: body.rotate(q, X), n.astype(q.dtype), p)
-
-    def normal_offset(self, body, q, n, p):
-        r"""$n\cdot\Delta = n\cdot RX_c - a$ (`lowest_height`)."""
-        return self.lowest_height(lambda X: body.rotate(q, X), n.astype(q.dtype), p)
-
     def sizes_valid(self, p, dtype) -> Array:
         """`True` where the radius (read from `p` where it is a callable) is finite and
         $> 0$: a boolean scalar, for the checks of `simulate_contacts`."""
         return _positive(_param(self.radius, p), dtype, (), "Sphere", "radius")
 
 
-class Disk(eqx.Module):
+class Disk(_AbstractShape):
     r"""A thin disk (or the rim of a wheel) of radius `radius` centred at the centre of mass,
     with body-frame symmetry axis `axis` (default $e_3$).
 
@@ -136,21 +142,13 @@ class Disk(eqx.Module):
         sq = 1.0 - c * c
         return -_param(self.radius, p) * safe_sqrt(jnp.where(sq > 1e-30, sq, 0.0))
 
-    def contact_offset(self, body, q, n, p):
-        r"""Spatial offset $\Delta$ from the centre of mass to the lowest rim point."""
-        return self.lowest_point(lambda X: body.rotate(q, X), n.astype(q.dtype), p)
-
-    def normal_offset(self, body, q, n, p):
-        r"""$n\cdot\Delta$ (`lowest_height`) of the body at `q`."""
-        return self.lowest_height(lambda X: body.rotate(q, X), n.astype(q.dtype), p)
-
     def sizes_valid(self, p, dtype) -> Array:
         """`True` where the radius (read from `p` where it is a callable) is finite and
         $> 0$ (as `Sphere.sizes_valid`)."""
         return _positive(_param(self.radius, p), dtype, (), "Disk", "radius")
 
 
-class Ellipsoid(eqx.Module):
+class Ellipsoid(_AbstractShape):
     r"""A solid ellipsoid with semi-axes $(a, b, c)$ = `semi_axes` along the body axes,
     centred at the body-frame point `centre` $X_c$ (default the centre of mass): the
     surface $\{X_c + X : X^\top A^{-2}X = 1\}$, $A = \operatorname{diag}(a, b, c)$.
@@ -214,14 +212,6 @@ class Ellipsoid(eqx.Module):
         r"""$n\cdot\Delta = n\cdot RX_c - \sqrt{m^\top A^2m}$."""
         R, _, s = self._lowest(rotate, n, p)
         return n @ (R @ self.centre.astype(n.dtype)) - safe_sqrt(s)
-
-    def contact_offset(self, body, q, n, p):
-        r"""Spatial offset $\Delta$ from the centre of mass to the lowest point."""
-        return self.lowest_point(lambda X: body.rotate(q, X), n.astype(q.dtype), p)
-
-    def normal_offset(self, body, q, n, p):
-        r"""$n\cdot\Delta$ (`lowest_height`) of the body at `q`."""
-        return self.lowest_height(lambda X: body.rotate(q, X), n.astype(q.dtype), p)
 
     def sizes_valid(self, p, dtype) -> Array:
         """`True` where every semi-axis (read from `p` where it is a callable) is finite
