@@ -121,24 +121,36 @@ def _step(
     p,
     mask: np.ndarray,
     consistency_rtol: float | None = None,
+    active: Array | None = None,
 ) -> _Step:
     """Core of the vector field and of `accelerations` (`consistency_rtol`: see
-    `AbstractConstraintSolver.solve`)."""
+    `AbstractConstraintSolver.solve`).
+
+    `active` (optional, boolean `(m,)`, traced) switches rows off at run time: a row that
+    is off is left out of the dynamics (its multiplier is zero; its residuals and bias
+    are not corrected), with the shapes of the system with every row on
+    (`AbstractConstraintSolver.factor`'s `inactive`)."""
     if mask.shape[0] == 0:
         stabilisation = None  # nothing to project or relax
     # The bias terms at the state's velocity, unless the stabilisation evaluates them at
     # a velocity of its own.
     bias = stabilisation is None or stabilisation.bias_at_state_velocity
+    on = (lambda x: x) if active is None else (lambda x: x * active.astype(x.dtype))
     with jax.named_scope("constraint_terms"):
         A, c, c_bias = constraint_terms(system, t, q, qd, p, bias)
+        A, c = on(A.T).T, on(c)
+        c_bias = None if c_bias is None else on(c_bias)
     with jax.named_scope("lagrangian_terms"):
         W, f0 = prescribed_terms(prescription, system, t, q, qd, mu, p, bias)
     with jax.named_scope("factor"):
-        state = solver.factor(W, A)
+        if active is None:
+            state = solver.factor(W, A)
+        else:
+            state = solver.factor(W, A, inactive=~active)
 
     def bias_at(v):
         _, c_bias_v = constraint_bias(system, t, q, v, p)
-        return c_bias_v, prescribed_rhs(prescription, system, t, q, v, mu, p)
+        return on(c_bias_v), prescribed_rhs(prescription, system, t, q, v, mu, p)
 
     step = StepTerms(
         qd=qd,
@@ -151,7 +163,7 @@ def _step(
         position_rows=bool(mask.any()),
         project=lambda r: solver.project(state, r),
         bias_at=bias_at,
-        position_residual=lambda: scatter_holonomic(mask, position_residual(system, t, q, p)),
+        position_residual=lambda: on(scatter_holonomic(mask, position_residual(system, t, q, p))),
     )
     terms = unstabilised(step) if stabilisation is None else stabilisation.terms(step)
     force = generalized_force(system, t, q, terms.velocity, p)

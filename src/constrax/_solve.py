@@ -110,8 +110,15 @@ class AbstractConstraintSolver(eqx.Module):
     once, at the initial state)."""
 
     @abc.abstractmethod
-    def factor(self, W: Float[Array, "n n"], A: Float[Array, "m n"]):
-        """Return a factorisation state (a pytree)."""
+    def factor(self, W: Float[Array, "n n"], A: Float[Array, "m n"], inactive=None):
+        r"""Return a factorisation state (a pytree).
+
+        `inactive` (optional, `(m,)`, 1 where a row is switched off and 0 elsewhere; the
+        caller zeroes those rows of `A` and of the right-hand sides) makes each such row
+        $\lambda_i = 0$: a unit row of the saddle matrix instead of a zero one, so that
+        rows switched on and off at run time (the modes of `cx.rigid.simulate_contacts`)
+        keep one shape without making the saddle matrix singular. A solver whose
+        pseudoinverse already gives a zero row a zero multiplier may ignore it."""
 
     @abc.abstractmethod
     def solve(
@@ -264,12 +271,18 @@ class KKT(AbstractConstraintSolver):
     pivot_rtol: float | None = None
     throw: bool = True
 
-    def _factor(self, W, A):
+    def _factor(self, W, A, inactive=None):
         n, m = W.shape[0], A.shape[0]
         # A Hessian of the Lagrangian, symmetric up to the rounding of autodiff: made exactly
         # so, K is symmetric and its transpose's solves are its own (`_solve`).
         W = 0.5 * (W + W.T)
-        K = jnp.block([[W, A.T], [A, jnp.zeros((m, m), W.dtype)]])
+        if inactive is None:
+            corner = jnp.zeros((m, m), W.dtype)
+        else:
+            # A switched-off row is a unit row scaled like W (a pivot of its own size).
+            scale = jax.lax.stop_gradient(jnp.max(jnp.abs(jnp.diagonal(W))))
+            corner = jnp.diag(jnp.asarray(inactive, W.dtype) * scale)
+        K = jnp.block([[W, A.T], [A, corner]])
         lu, piv, perm = lapack.lu(jax.lax.stop_gradient(K))
         d = jnp.abs(jnp.ravel(lu)[:: n + m + 1])
         rtol = pivot_rtol(W.dtype) if self.pivot_rtol is None else self.pivot_rtol
@@ -278,8 +291,8 @@ class KKT(AbstractConstraintSolver):
         )
         return _KKTState(K, lu, piv, perm, singular, n)
 
-    def factor(self, W, A):
-        return self._factor(W, A)
+    def factor(self, W, A, inactive=None):
+        return self._factor(W, A, inactive)
 
     def _solve(self, state, rhs):
         # Implicit differentiation (as `jnp.linalg.solve`): d(K^{-1} r) = K^{-1}(dr - dK x)
@@ -344,7 +357,8 @@ class UdwadiaKalaba(AbstractConstraintSolver):
     rtol: float | None = None
     throw: bool = True
 
-    def factor(self, W, A):
+    def factor(self, W, A, inactive=None):
+        del inactive  # zero rows of A get zero multipliers from the pseudoinverse
         n, m = W.shape[0], A.shape[0]
         if m == 0:
             kappa = jnp.zeros((), W.dtype)
@@ -430,9 +444,9 @@ class AutoSolver(AbstractConstraintSolver):
         rtol = switch_rtol(dtype) if self.switch_rtol is None else self.switch_rtol
         return KKT(pivot_rtol=rtol, throw=False)
 
-    def factor(self, W, A):
+    def factor(self, W, A, inactive=None):
         n, m = W.shape[0], A.shape[0]
-        kkt = self._kkt(W.dtype).factor(W, A)
+        kkt = self._kkt(W.dtype).factor(W, A, inactive)
         singular = kkt.singular
         # A singular element's KKT solves are discarded, but they must not make NaN or inf:
         # their cotangents would turn NaN. Its LU is solved with unit pivots instead (the

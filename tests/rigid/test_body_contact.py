@@ -111,7 +111,7 @@ def evaluate():
 
     def one(combo):
         def f(q, qd, anchor):
-            ev = _DYNAMICS.evaluate_combo(combo, 0.0, q, qd, P, anchor[None])
+            ev = _DYNAMICS.evaluate(jnp.array(combo), 0.0, q, qd, P, anchor[None])
             return ev.qdd, ev.normal[0], ev.tangential[0], ev.slip[0]
 
         return jax.jit(jax.vmap(f))
@@ -370,7 +370,7 @@ def test_ball_on_a_sliding_slab_in_3d_against_closed_forms():
     g, I = float(P["g"]), 0.4 * M_BALL * A_BALL**2
     anchor = jnp.array([[1.0, 0.0, 0.0]])
     # Rolling from rest.
-    ev = dynamics.evaluate_combo((0,), 0.0, q, jnp.zeros(14), P, anchor)
+    ev = dynamics.evaluate(jnp.array([0]), 0.0, q, jnp.zeros(14), P, anchor)
     f = (PUSH / M_SLAB) / (7 / (2 * M_BALL) + 1 / M_SLAB)
     w_dot = BALL.angular_velocity(q, ev.qdd)
     np.testing.assert_allclose(float(ev.normal[0]), M_BALL * g, rtol=1e-12)
@@ -381,7 +381,7 @@ def test_ball_on_a_sliding_slab_in_3d_against_closed_forms():
     # Sliding forward at v0 relative to the slab, no spin: the push acts on the slab too.
     v0 = 1.5
     qd = jnp.zeros(14).at[0].set(v0)
-    ev = dynamics.evaluate_combo((1,), 0.0, q, qd, P, anchor)
+    ev = dynamics.evaluate(jnp.array([1]), 0.0, q, qd, P, anchor)
     f = -0.3 * M_BALL * g
     np.testing.assert_allclose(float(ev.normal[0]), M_BALL * g, rtol=1e-12)
     np.testing.assert_allclose(np.asarray(ev.slip[0]), [v0, 0, 0], atol=1e-12)

@@ -21,6 +21,7 @@ from ._contact import (
     Plane as Plane,
     PrimaryConstraintAnalysis as PrimaryConstraintAnalysis,
     Sphere as Sphere,
+    SphericalSurface as SphericalSurface,
     angular_rows as angular_rows,
     angular_velocity_constraint as angular_velocity_constraint,
     body_constraints as body_constraints,

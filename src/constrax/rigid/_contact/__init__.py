@@ -35,7 +35,11 @@ from ._friction import (
 )
 from ._frictional_contact import FrictionalContact as FrictionalContact
 from ._shapes import Disk as Disk, Ellipsoid as Ellipsoid, Sphere as Sphere
-from ._surfaces import Plane as Plane, rotating_plane as rotating_plane
+from ._surfaces import (
+    Plane as Plane,
+    SphericalSurface as SphericalSurface,
+    rotating_plane as rotating_plane,
+)
 from ._switching import (
     ContactTrajectory as ContactTrajectory,
     simulate_contacts as simulate_contacts,

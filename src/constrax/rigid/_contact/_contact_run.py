@@ -82,9 +82,10 @@ class _Walk(NamedTuple):
     max_switches: int
 
 
-def _term_and_event(model: _Model, root_finder) -> tuple[diffrax.ODETerm, diffrax.Event]:
+def _term_and_event(root_finder) -> tuple[diffrax.ODETerm, diffrax.Event]:
     """The vector field of a segment in its modes, and its event $\\min_i\\min(\\phi_i,
-    N_i)$, both reading `args = (p, modes, anchors, rest)`.
+    N_i)$, both reading `args = (model, p, modes, anchors, rest)` (the model too: the field
+    closes over no array, as `exact_rate` needs).
 
     `rest` is `(done, q, qd)`: whether the run has finished, and its carried state. Under
     `vmap` diffrax evaluates the event's root find of every lane, also of one that took no
@@ -98,13 +99,13 @@ def _term_and_event(model: _Model, root_finder) -> tuple[diffrax.ODETerm, diffra
         return jnp.where(done, q_rest, y[0]), jnp.where(done, qd_rest, y[1])
 
     def field(t, y, args):
-        p_, modes, anchors, rest = args
+        model, p_, modes, anchors, rest = args
         q, qd = at_rest(y, rest)
         ev = model.evaluate(modes, t, q, qd, p_, anchors)
         return ev.q_dot, ev.qdd
 
     def cond(t, y, args, **kwargs):
-        p_, modes, anchors, rest = args
+        model, p_, modes, anchors, rest = args
         q, qd = at_rest(y, rest)
         return model.event_value(modes, t, q, qd, p_, anchors)
 
@@ -117,7 +118,7 @@ def _integrate(walk: _Walk, carry: _Carry, start) -> diffrax.Solution:
     saveat = diffrax.SaveAt(
         subs=[diffrax.SubSaveAt(t1=True), diffrax.SubSaveAt(ts=jnp.clip(walk.ts, start, walk.t1))]
     )
-    args = (walk.p, carry.modes, carry.anchors, (carry.done, carry.q, carry.qd))
+    args = (walk.model, walk.p, carry.modes, carry.anchors, (carry.done, carry.q, carry.qd))
     return diffrax.diffeqsolve(
         walk.term,
         exact_rate(walk.solver, walk.term, args),  # the event's rate from the field
@@ -286,7 +287,7 @@ def _run(
     system, stabilisation = static.parts
     model = _Model(system, contacts, stabilisation, gap_margin=tolerance)
     codes, anchors0, normal_scale = _initial_codes(model, modes0, t0, q0, qd0, p, tolerance)
-    term, event = _term_and_event(model, root_finder)
+    term, event = _term_and_event(root_finder)
     walk = _Walk(
         model=model,
         term=term,

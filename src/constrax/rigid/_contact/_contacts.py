@@ -26,8 +26,8 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ..._constraints import AbstractConstraint, Holonomic, Pfaffian
 from .._kinematics._body import AbstractRigidBody, check_point
-from ._shapes import _check_shape, _param
-from ._surfaces import Plane
+from ._shapes import _check_shape
+from ._surfaces import Plane, contact_surface
 
 _FRAMES = ("body", "spatial")
 
@@ -237,6 +237,7 @@ def knife_edge(
 def contact_offset(body: AbstractRigidBody, shape, plane: Plane, q, p) -> Float[Array, " 3"]:
     r"""Spatial offset $\Delta$ from the centre of mass to the lowest point of `shape` (in
     the direction $-n(q)$, the plane's normal at `q`: `Plane.frame`)."""
+    plane = contact_surface(body, shape, plane)
     return shape.contact_offset(body, q, plane.frame(q)[0], p)
 
 
@@ -271,7 +272,7 @@ def _height(body, shape, plane):
         if plane.body is not None:
             r = r - plane.body.position(q)
         lowest = n @ r + shape.lowest_height(rotate, n, p)
-        return jnp.atleast_1d(lowest - _param(plane.height, p))
+        return jnp.atleast_1d(lowest - plane.level(q, p))
 
     return height
 
@@ -310,7 +311,7 @@ def plane_contact(
     """
     _check_body(body)
     _check_shape(shape)
-    plane = Plane() if plane is None else plane
+    plane = contact_surface(body, shape, plane)
 
     def normal_velocity(t, q, qd, p):
         n = plane.frame(q)[0]
@@ -340,7 +341,7 @@ def no_slip(
     """
     _check_body(body)
     _check_shape(shape)
-    plane = Plane() if plane is None else plane
+    plane = contact_surface(body, shape, plane)
     slip = _contact_velocity(body, shape, plane, 1)
     return Pfaffian(velocity=slip, name=name or f"{body.name}.no_slip")
 
@@ -375,7 +376,7 @@ def rolling_contact(
     """
     _check_body(body)
     _check_shape(shape)
-    plane = Plane() if plane is None else plane
+    plane = contact_surface(body, shape, plane)
     return [
         Pfaffian(
             velocity=_contact_velocity(body, shape, plane, 0),

@@ -29,12 +29,11 @@ $\partial_\theta u$), but takes its derivative in $t$ from the vector field, $f(
 the root find's Newton steps, its implicit derivative and $dy^*/d\theta$ then use
 $\partial_t\phi + \partial_y\phi\,f$, the rate of the exact flow, as accurate as the state
 (the same ball: $dt^*/d\mu_s$ right to $6\cdot10^{-9}$, $dt^*/d\omega$ to $10^{-8}$). The
-field costs one evaluation more wherever the dense output is evaluated: each Newton step
-and each save time. The derivative is then that of the exact switching time rather than
-of the computed one: central differences of the run, which differentiate the root of the
-polynomial, agree with it only to the polynomial's slope. (A `custom_jvp` evaluating the
-field only where $t$ is differentiated would need the field closure-converted: it closes
-over the contacts' traced arrays.)
+field is evaluated only where the dense output is differentiated in $t$ (a `custom_jvp`
+whose value is zero): each Newton step of the root find and the implicit derivative, not
+the forward run's save times. The derivative is then that of the exact switching time
+rather than of the computed one: central differences of the run, which differentiate the
+root of the polynomial, agree with it only to the polynomial's slope.
 
 Every `isinstance` check on the solver is forwarded to the wrapped one
 (`diffrax.AbstractWrappedSolver`); its steps, error estimates and saved values are
@@ -47,6 +46,7 @@ from typing import Any
 import diffrax
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import jax.tree_util as jtu
 
 from ..._wrapped_solver import ForwardingSolver
@@ -79,12 +79,35 @@ class _ExactRateInterpolation(diffrax.AbstractLocalInterpolation):
             return jtu.tree_map(lambda x, y: y - x, a, b)
         # The value and its derivative in everything but t (the step's states and stages,
         # the discrete scheme's) at a fixed t; then t's derivative from the vector field,
-        # evaluated without derivatives of its own. t - stop(t) is zero: the value is
-        # unchanged.
+        # evaluated only where t is differentiated (`_shift`).
         t = jax.lax.stop_gradient(t0)
         y = self.inner.evaluate(t)
-        rate = _stop(self.term.vf(t, _stop(y), _stop(self.args)))
-        return jtu.tree_map(lambda yi, ri: yi + (t0 - t) * ri, y, rate)
+        shift = _shift(self.term, y, self.args)
+        return jtu.tree_map(lambda yi, si: yi + si, y, shift(t0))
+
+
+def _shift(term, y, args):
+    """`t -> 0` (a tree like `y`) whose derivative in `t` is `term`'s vector field at
+    `(t, y)`, without derivatives of its own: the field is traced only into programs
+    that differentiate `t` (the event's root find and its implicit derivative), not into
+    the forward run's saves. The arrays of `y` and `args` are explicit inputs of the
+    `custom_jvp` (a closed-over tracer would leak out of it under `vmap`); `term` must
+    close over none (the contact run passes its model in `args`)."""
+    dynamic, static = eqx.partition((y, args), eqx.is_array)
+
+    @jax.custom_jvp
+    def shift(t, dynamic):
+        y, _ = eqx.combine(dynamic, static)
+        return jtu.tree_map(jnp.zeros_like, y)
+
+    @shift.defjvp
+    def shift_jvp(primals, tangents):
+        (t, dynamic), (t_dot, _) = primals, tangents
+        y, args = eqx.combine(dynamic, static)
+        rate = _stop(term.vf(jax.lax.stop_gradient(t), y, args))
+        return shift(t, dynamic), jtu.tree_map(lambda r: r * t_dot, rate)
+
+    return lambda t: shift(t, _stop(dynamic))
 
 
 class _ExactRateSolver(ForwardingSolver):

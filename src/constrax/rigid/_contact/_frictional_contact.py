@@ -48,7 +48,7 @@ from ._contacts import (
 )
 from ._friction import body_force
 from ._shapes import Disk, Ellipsoid, Sphere, _check_shape, _param
-from ._surfaces import Plane
+from ._surfaces import Plane, SphericalSurface, contact_surface
 
 #: The modes of a `FrictionalContact`, in the order of their integer codes.
 MODES = ("rolling", "sliding", "separated")
@@ -143,7 +143,7 @@ class FrictionalContact(eqx.Module):
 
     body: AbstractRigidBody
     shape: Sphere | Disk | Ellipsoid
-    plane: Plane
+    plane: Plane  # or a SphericalSurface's tangent plane (`contact_surface`)
     static_friction: Float[Array, ""] | Callable
     kinetic_friction: Float[Array, ""] | Callable
     restitution: Float[Array, ""] | Callable
@@ -154,7 +154,7 @@ class FrictionalContact(eqx.Module):
         self,
         body: AbstractRigidBody,
         shape: Sphere | Disk | Ellipsoid,
-        plane: Plane | None = None,
+        plane: Plane | SphericalSurface | None = None,
         *,
         static_friction: Float[ArrayLike, ""] | Callable,
         kinetic_friction: Float[ArrayLike, ""] | Callable,
@@ -164,8 +164,7 @@ class FrictionalContact(eqx.Module):
     ):
         _check_body(body)
         _check_shape(shape)
-        if plane is not None and not isinstance(plane, Plane):
-            raise TypeError(f"`plane` must be a cx.rigid.Plane, got {type(plane).__name__}")
+        plane = contact_surface(body, shape, plane)
         name = body.name if name is None else name
         if not isinstance(name, str):
             raise TypeError(f"FrictionalContact: `name` must be a string, got {name!r}")
@@ -176,7 +175,7 @@ class FrictionalContact(eqx.Module):
             )
         self.body = body
         self.shape = shape
-        self.plane = Plane() if plane is None else plane
+        self.plane = plane
         self.name = name
         self.static_friction = _coefficient(static_friction, "static_friction", name)
         self.kinetic_friction = _coefficient(kinetic_friction, "kinetic_friction", name)
@@ -291,9 +290,13 @@ class FrictionalContact(eqx.Module):
         sigma = s @ a
         s_perp = s - sigma * a
         eta = jnp.sqrt(jnp.finfo(q.dtype).eps) * self.speed_scale(t, q, qd, p)
-        eta = eta + jnp.finfo(q.dtype).tiny
         u = (jnp.abs(sigma) + eta) * a + s_perp
-        return u / _norm(u)
+        # At rest (u = 0, or |u|^2 below the smallest normal number) the direction is a;
+        # the division is guarded so that its derivative is finite there too (every
+        # mode's dynamics evaluate this force, `jnp.where` selecting it while sliding).
+        size = _norm(u)
+        moving = size > 0
+        return jnp.where(moving, u / jnp.where(moving, size, 1.0), a)
 
     def kinetic_friction_force(self, t, q, qd, p, anchor, normal_force=1.0) -> Float[Array, " n"]:
         r"""The generalized force of kinetic friction $F = -\mu_k N\hat s$ at the contact

@@ -15,6 +15,13 @@ solution).
 
 A separated contact has no rows and no force: the body flies freely over it.
 
+Every mode assignment is one program: the system with every contact's three rolling rows,
+the rows a mode does not hold switched off at run time (a unit row of the saddle matrix,
+multiplier zero: `AbstractConstraintSolver.factor`'s `inactive`), and the friction force
+of every contact computed, zero where it does not slide. The terms of the Lagrangian and
+the rows, the expensive part, are traced once for all $3^N$ assignments (a branch per
+assignment traced each of them: for one ball, 7153 equations against 3171).
+
 A segment lasts while, for every contact $i$, its event function
 
 $$
@@ -44,12 +51,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
-from ..._diagnostics import constraint_jacobian
-from ..._dynamics import accelerations
+from ..._dynamics import _step
+from ..._layout import row_layout
+from ..._prescriptions import DAlembert
+from ..._solve import AutoSolver
 from ..._system import System
-from ..._terms import mass_matrix
 from .._kinematics._so3 import safe_rsqrt, safe_sqrt
-from ._frictional_contact import MODES, ROLLING, SEPARATED, SLIDING, FrictionalContact
+from ._frictional_contact import ROLLING, SEPARATED, SLIDING, FrictionalContact
 
 # The time over which an opening gap's rate counts as gap in a separated contact's event
 # function (any positive time: the function's root, where the gap closes, does not move).
@@ -78,18 +86,6 @@ def _smallest(x: Array) -> Array:
     return x[jnp.argmin(x)]
 
 
-def _combos(n: int) -> list[tuple[int, ...]]:
-    """Every assignment of modes to `n` contacts; combo `i` gives contact `j` the base-3
-    digit `j` of `i` (`_combo_index`)."""
-    k = len(MODES)
-    return [tuple((i // k**j) % k for j in range(n)) for i in range(k**n)]
-
-
-def _combo_index(modes) -> Array:
-    """The index in `_combos` of the mode assignment `modes` `(N,)`."""
-    return jnp.sum(modes * (len(MODES) ** jnp.arange(modes.shape[0])))
-
-
 class _Eval(NamedTuple):
     """The dynamics of one mode assignment at one state."""
 
@@ -113,10 +109,11 @@ class _Model(eqx.Module):
     # (a lift-off, a bounce) fires only once it has opened beyond rounding.
     gap_margin: float = eqx.field(static=True, default=0.0)
 
-    def combo_system(self, combo) -> System:
-        rows = []
-        for contact, m in zip(self.contacts, combo, strict=True):
-            rows.extend(contact.constraints(MODES[m]))
+    def full_system(self) -> System:
+        """The system with every contact's rolling rows (normal row first) before its own
+        rows: every mode assignment is this system with some rows switched off
+        (`active_rows`)."""
+        rows = [row for contact in self.contacts for row in contact.constraints("rolling")]
         return System(
             self.system.lagrangian,
             [*rows, *self.system.constraints],
@@ -124,56 +121,76 @@ class _Model(eqx.Module):
             dynamics=self.system.dynamics,
         )
 
-    def evaluate_combo(self, combo, t, q, qd, p, anchors) -> _Eval:
-        system = self.combo_system(combo)
-        rows = [c.num_rows(MODES[m]) for c, m in zip(self.contacts, combo, strict=True)]
-        offsets = np.cumsum([0, *rows])
-        out = accelerations(system, t, q, qd, p, stabilisation=self.stabilisation)
-        qd_u, qdd, lam = out.velocity, out.qdd, out.multipliers
-        sliding = [i for i, m in enumerate(combo) if m == SLIDING]
-        if sliding:
-            # Kinetic friction Q = sum_i N_i d_i, with N_i the normal multipliers: the
-            # saddle system is linear in N (module docstring).
-            D = jnp.stack(
-                [
-                    self.contacts[i].kinetic_friction_force(t, q, qd_u, p, anchors[i])
-                    for i in sliding
-                ],
-                axis=1,
+    def normal_rows(self) -> np.ndarray:
+        """`(N,)`: the index of each contact's normal row in `full_system`."""
+        counts = [contact.num_rows("rolling") for contact in self.contacts]
+        return np.cumsum([0, *counts])[:-1]
+
+    def active_rows(self, modes, m: int) -> Array:
+        """`(m,)` booleans: the rows of `full_system` that hold in `modes` (a rolling
+        contact's every row, a sliding contact's normal row, none of a separated
+        contact's; the system's own rows always)."""
+        on = []
+        for contact, mode in zip(self.contacts, modes, strict=True):
+            rows = contact.num_rows("rolling")
+            on.append(
+                jnp.concatenate([(mode != SEPARATED)[None], jnp.full(rows - 1, mode == ROLLING)])
             )
-            W = mass_matrix(system, t, q, qd_u, p)
-            A = constraint_jacobian(system, t, q, qd_u, p)
-            n, m = W.shape[0], A.shape[0]
-            K = jnp.block([[W, -A.T], [A, jnp.zeros((m, m), W.dtype)]])
-            Z = jnp.linalg.solve(K, jnp.concatenate([D, jnp.zeros((m, len(sliding)), D.dtype)]))
-            X, Y = Z[:n], Z[n:]
-            normal_rows = np.asarray([offsets[i] for i in sliding])
-            N = jnp.linalg.solve(
-                jnp.eye(len(sliding), dtype=W.dtype) - Y[normal_rows], lam[normal_rows]
-            )
-            qdd = qdd + X @ N
-            lam = lam + Y @ N
-        zero = jnp.zeros((), q.dtype)
-        normal = jnp.stack(
-            [zero if m == SEPARATED else lam[offsets[i]] for i, m in enumerate(combo)]
+        own = m - sum(x.shape[0] for x in on)
+        return jnp.concatenate([*on, jnp.ones(own, bool)])
+
+    def evaluate(self, modes, t, q, qd, p, anchors) -> _Eval:
+        """The dynamics in the mode assignment `modes` `(N,)` (traced) at `(t, q, qd)`: one
+        saddle system with every contact's rows, those of its mode switched on, and the
+        kinetic friction of the sliding contacts solved for with it (module docstring)."""
+        system = self.full_system()
+        mask = row_layout(system, t, q, qd, p).mask
+        active = self.active_rows(modes, mask.shape[0])
+        solver = AutoSolver()
+        step = _step(
+            system,
+            DAlembert(),
+            solver,
+            self.stabilisation,
+            t,
+            q,
+            qd,
+            None,
+            p,
+            mask,
+            active=active,
         )
-        tangential = []
-        for i, (contact, m) in enumerate(zip(self.contacts, combo, strict=True)):
-            if m == ROLLING:
-                tangents = contact.plane.frame(q)[1:]
-                tangential.append(lam[offsets[i] + 1 : offsets[i] + 3] @ tangents)
-            else:
-                tangential.append(jnp.zeros(3, q.dtype))
+        qd_u, qdd, lam = step.qd_used, step.qdd, step.lam
+        # Kinetic friction Q = sum_i N_i d_i over the sliding contacts, N_i their normal
+        # multipliers: the saddle system is linear in N (module docstring). A contact
+        # that does not slide has d_i = 0, so its N_i enters nothing.
+        sliding = modes == SLIDING
+        D = jnp.stack(
+            [
+                jnp.where(sliding[i], c.kinetic_friction_force(t, q, qd_u, p, anchors[i]), 0.0)
+                for i, c in enumerate(self.contacts)
+            ],
+            axis=1,
+        )
+        zero = jnp.zeros_like(lam)
+        X, Y = jax.vmap(lambda d: solver.solve(step.state, d, zero), in_axes=1, out_axes=1)(D)
+        rows = self.normal_rows()
+        eye = jnp.eye(len(self.contacts), dtype=qdd.dtype)
+        N = jnp.linalg.solve(eye - Y[rows], lam[rows])
+        qdd = qdd + X @ N
+        lam = lam + Y @ N
+        rolling = modes == ROLLING
+        tangential = jnp.stack(
+            [
+                jnp.where(rolling[i], lam[r + 1 : r + 3] @ c.plane.frame(q)[1:], 0.0)
+                for i, (c, r) in enumerate(zip(self.contacts, rows, strict=True))
+            ]
+        )
+        normal = jnp.where(modes == SEPARATED, 0.0, lam[rows])
         slip, scale = self.slips(t, q, qd_u, p)
         gap = jnp.stack([c.gap(t, q, p) for c in self.contacts])
         rate = jnp.stack([c.contact_velocity(t, q, qd_u, p)[0] for c in self.contacts])
-        return _Eval(out.velocity, qdd, normal, jnp.stack(tangential), slip, scale, gap, rate)
-
-    def evaluate(self, modes, t, q, qd, p, anchors) -> _Eval:
-        combos = _combos(len(self.contacts))
-        index = _combo_index(modes)
-        branches = [(lambda c: lambda *a: self.evaluate_combo(c, *a))(combo) for combo in combos]
-        return jax.lax.switch(index, branches, t, q, qd, p, anchors)
+        return _Eval(step.q_dot, qdd, normal, tangential, slip, scale, gap, rate)
 
     def event_value(self, modes, t, q, qd, p, anchors) -> Array:
         r"""The event function of a segment, $\min_i\min(\phi_i, N_i)$ (module docstring);

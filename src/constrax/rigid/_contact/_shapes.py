@@ -29,7 +29,7 @@ def _param(value, p):
 
 
 class _AbstractShape(eqx.Module):
-    """What every shape derives from its `lowest_point(rotate, n, p)` and
+    r"""What every shape derives from its `lowest_point(rotate, n, p)` and
     `lowest_height(rotate, n, p)` (`rotate`: $X\mapsto RX$): the same at a body's `q`."""
 
     def contact_offset(self, body, q, n, p):

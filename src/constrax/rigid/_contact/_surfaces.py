@@ -1,8 +1,17 @@
 r"""The surfaces a contact's shape touches: `Plane`, a plane at rest, moving in itself
 (`rotating_plane`: a turntable) or carried by a moving body (Loparo & Vakalis 2002,
-§7.10)."""
+§7.10); and `SphericalSurface`, the outside of a sphere at rest or carried by a body,
+which a `Sphere` touches on its tangent plane (`_TangentPlane`).
+
+A surface gives the contact code `frame(q)` (the rows $(n, t_1, t_2)$ of the contact
+frame at `q`), `level(q, p)` (the height $h$ of the plane $n\cdot x = h$, measured from
+the carrier's reference point where it has one), `body` (the carrier, or `None`),
+`velocity` (the in-plane velocity field of a plane at rest, or `None`) and
+`material_velocity` (the carrier's velocity at a point).
+"""
 
 from collections.abc import Callable
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -12,7 +21,8 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ..._tolerances import rounding_tolerance
 from .._kinematics._body import AbstractRigidBody, check_point
-from .._kinematics._so3 import cross
+from .._kinematics._so3 import cross, safe_rsqrt
+from ._shapes import Sphere, _param, check_radius
 
 
 class Plane(eqx.Module):
@@ -49,11 +59,7 @@ class Plane(eqx.Module):
 
     def __check_init__(self):
         if self.body is not None:
-            if not isinstance(self.body, AbstractRigidBody):
-                raise TypeError(
-                    "Plane: `body` (the carrier) must be a cx.rigid.RigidBody, PlanarBody or "
-                    f"TreeBody (an AbstractRigidBody), got {type(self.body).__name__}"
-                )
+            _check_carrier(self.body, "Plane")
             if self.velocity is not None:
                 raise ValueError(
                     "Plane: give either `velocity` (a plane moving in itself) or `body` (a "
@@ -64,11 +70,7 @@ class Plane(eqx.Module):
         r"""A fixed orthonormal basis `(2, 3)` of the plane's tangent space, $(t_1, n\times t_1)$
         ($e_x, e_y$ for the horizontal plane); traceable (a normal computed under `jit`).
         For a carried plane, in the carrier's frame ($t_{B,i}$; `frame` gives them at $q$)."""
-        n = self.normal
-        a = jnp.eye(3, dtype=n.dtype)[jnp.argmin(jnp.abs(n))]  # e_x for a horizontal plane
-        t1 = a - (a @ n) * n
-        t1 = t1 / jnp.sqrt(t1 @ t1)
-        return jnp.stack([t1, cross(n, t1)])
+        return _tangents(self.normal)
 
     def frame(self, q) -> Float[Array, "3 3"]:
         r"""The rows $(n, t_1, t_2)$ of the plane's spatial frame at the configuration `q`:
@@ -80,11 +82,139 @@ class Plane(eqx.Module):
             return local
         return local @ self.body.rotation(q).T
 
+    def level(self, q, p) -> Float[Array, ""]:
+        """The height $h$ (`height`, read from `p` where it is a callable)."""
+        del q
+        return _param(self.height, p)
+
     def material_velocity(self, q, qd, x) -> Float[Array, " 3"]:
         r"""$v_B(x) = \dot r + \omega\times(x - r)$: the velocity of the carrier's material
         point at the spatial point `x` (a carried plane only; linear in `qd`)."""
-        body = self.body
-        return body.offset_velocity(q, qd, x - body.position(q))
+        return _material_velocity(self.body, q, qd, x)
+
+
+class SphericalSurface(eqx.Module):
+    r"""The outside of a sphere of radius `radius` (a number or a callable `p -> radius`)
+    centred at `centre`: a point fixed in space, or with `body` a body-frame point of a
+    carrier, the sphere moving with it (a ball on a ball).
+
+    A `cx.rigid.Sphere` of radius $a$ centred at $x$ touches it on the line of the two
+    centres: the contact normal is $n = (x - c)/|x - c|$ from the surface's centre $c$, the
+    gap $g = |x - c| - a - R$, and the contact point $x - an = c + Rn$ where the gap is
+    zero. The contact is that of the tangent plane there: the plane with normal $n(q)$
+    at height $n\cdot c + R$, whose frame turns with $q$ (`frame`); on a carried sphere
+    its material points move with the carrier, $v_B(x) = \dot r_B + \omega_B\times
+    (x - r_B)$, and the reaction acts on both bodies, equal and opposite, as for a carried
+    `Plane`. Only a `Sphere` touches a sphere (`TypeError` for another shape: the closest
+    points of a disk or an ellipsoid to a sphere are not along the line of centres).
+
+    **Example:** a ball of radius 0.1 on a fixed sphere of radius 1 at the origin,
+    `FrictionalContact(ball, Sphere(0.1), SphericalSurface(1.0), static_friction=0.5,
+    kinetic_friction=0.4)`.
+    """
+
+    radius: float | Callable
+    centre: Array = eqx.field(converter=lambda c: check_point(c, "centre"), default=(0.0, 0.0, 0.0))
+    body: AbstractRigidBody | None = None
+
+    def __check_init__(self):
+        check_radius(self.radius, "SphericalSurface")
+        if self.body is not None:
+            _check_carrier(self.body, "SphericalSurface")
+
+    def centre_at(self, q) -> Float[Array, " 3"]:
+        """The spatial position of the centre at `q`."""
+        q = jnp.asarray(q)
+        c = self.centre.astype(q.dtype)
+        if self.body is None:
+            return c
+        return self.body.position(q) + self.body.rotate(q, c)
+
+    def touched_by(self, body: AbstractRigidBody, shape) -> "_TangentPlane":
+        """The tangent plane where `shape` (a `Sphere`) on `body` touches the sphere."""
+        if not isinstance(shape, Sphere):
+            raise TypeError(
+                "SphericalSurface: only a cx.rigid.Sphere touches a sphere (on the line of "
+                f"the centres), got {type(shape).__name__}"
+            )
+        return _TangentPlane(self, body, shape)
+
+
+class _TangentPlane(eqx.Module):
+    """The tangent plane of `surface` where `shape` on `toucher` touches it, with the
+    interface of `Plane` (module docstring), its frame and height depending on `q`."""
+
+    surface: SphericalSurface
+    toucher: AbstractRigidBody
+    shape: Sphere
+    velocity: ClassVar[None] = None
+
+    @property
+    def body(self) -> AbstractRigidBody | None:
+        return self.surface.body
+
+    def frame(self, q) -> Float[Array, "3 3"]:
+        r"""The rows $(n, t_1, t_2)$ at `q`: $n = (x - c)/|x - c|$ from the surface's centre
+        to the touching sphere's, and two tangents built from it as `Plane.tangents`."""
+        q = jnp.asarray(q)
+        x = self.toucher.position(q)
+        if self.shape.centre is not None:
+            x = x + self.toucher.rotate(q, self.shape.centre.astype(q.dtype))
+        d = x - self.surface.centre_at(q)
+        n = d * safe_rsqrt(d @ d)
+        return jnp.concatenate([n[None], _tangents(n)])
+
+    def level(self, q, p) -> Float[Array, ""]:
+        r"""$h = n\cdot(c - r_B) + R$ ($r_B$ the carrier's reference point, none at rest)."""
+        c = self.surface.centre_at(q)
+        if self.body is not None:
+            c = c - self.body.position(q)
+        return self.frame(q)[0] @ c + _param(self.surface.radius, p)
+
+    def material_velocity(self, q, qd, x) -> Float[Array, " 3"]:
+        """As `Plane.material_velocity`: the carrier's material velocity at `x`."""
+        return _material_velocity(self.body, q, qd, x)
+
+
+#: What a contact's `plane` may be.
+SURFACES = (Plane, SphericalSurface, _TangentPlane)
+
+
+def contact_surface(body: AbstractRigidBody, shape, plane):
+    """The surface a contact builder's rows read: the horizontal plane through the origin
+    for `None`, a `SphericalSurface`'s tangent plane where `shape` on `body` touches it,
+    `plane` itself otherwise."""
+    if plane is None:
+        return Plane()
+    if isinstance(plane, SphericalSurface):
+        return plane.touched_by(body, shape)
+    if not isinstance(plane, SURFACES):
+        raise TypeError(
+            "`plane` must be a cx.rigid.Plane or a cx.rigid.SphericalSurface, got "
+            f"{type(plane).__name__}"
+        )
+    return plane
+
+
+def _tangents(n) -> Array:
+    r"""An orthonormal pair `(2, 3)` normal to the unit vector `n`, $(t_1, n\times t_1)$,
+    $t_1$ the projection of the axis least aligned with `n` ($e_x$ for $n = e_z$)."""
+    a = jnp.eye(3, dtype=n.dtype)[jnp.argmin(jnp.abs(n))]
+    t1 = a - (a @ n) * n
+    t1 = t1 / jnp.sqrt(t1 @ t1)
+    return jnp.stack([t1, cross(n, t1)])
+
+
+def _material_velocity(body, q, qd, x) -> Array:
+    return body.offset_velocity(q, qd, x - body.position(q))
+
+
+def _check_carrier(body, who: str) -> None:
+    if not isinstance(body, AbstractRigidBody):
+        raise TypeError(
+            f"{who}: `body` (the carrier) must be a cx.rigid.RigidBody, PlanarBody or "
+            f"TreeBody (an AbstractRigidBody), got {type(body).__name__}"
+        )
 
 
 def _unit_normal(value) -> Array:
