@@ -28,6 +28,7 @@ where friction decides.
 """
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -41,8 +42,7 @@ from .._kinematics._so3 import safe_sqrt
 from ._contacts import (
     _check_body,
     _height,
-    contact_offset,
-    contact_point_velocity,
+    _relative_to_plane,
     plane_contact,
     rolling_contact,
 )
@@ -247,29 +247,35 @@ class FrictionalContact(eqx.Module):
         r"""$(n, t_1, t_2)\cdot v_c$: the velocity of the material contact point relative to
         the plane in the contact frame (the rows of `rolling_contact`; its normal
         component is $\dot g$)."""
-        _, v = self._contact_velocity(t, q, qd, p)
-        return self.plane.frame(q) @ v
+        kin = self.kinematics(t, q, qd, p)
+        return kin.frame @ kin.v
 
     # -- kinematics at the contact point ---------------------------------------------------
 
-    def _contact_velocity(self, t, q, qd, p) -> tuple[Array, Array]:
-        return contact_point_velocity(self.body, self.shape, self.plane, t, q, qd, p)
+    def kinematics(self, t, q, qd, p) -> "ContactKinematics":
+        """The contact frame, the lowest point, its velocity relative to the plane, the
+        slip and its speed scale at `(t, q, qd)`, from one pass of the contact geometry
+        (`ContactKinematics`)."""
+        frame = self.plane.frame(q)
+        n = frame[0]
+        delta, vc = self.body.offset_and_velocity(
+            q, qd, lambda rotate: self.shape.lowest_point(rotate, n, p)
+        )
+        v = _relative_to_plane(self.body, self.plane, t, q, qd, delta, vc, p)
+        vr = self.body.velocity(q, qd)
+        scale = _norm(vr) + _norm(vc - vr) + _norm(vc - v)
+        return ContactKinematics(frame, delta, v, v - (v @ n) * n, scale)
 
     def slip_velocity(self, t, q, qd, p) -> Float[Array, " 3"]:
         r"""The slip velocity $s = (I - nn^\top)(\dot r + \omega\times\Delta - v_s)$ of the
         material contact point relative to the plane (zero while rolling), spatial; $n$
         the plane's normal at `q` (`Plane.frame`)."""
-        n = self.plane.frame(q)[0]
-        _, v = self._contact_velocity(t, q, qd, p)
-        return v - (v @ n) * n
+        return self.kinematics(t, q, qd, p).slip
 
     def speed_scale(self, t, q, qd, p) -> Float[Array, ""]:
-        r"""$|\dot r| + |\omega\times\Delta| + |v_s|$: the scale of the slip velocity, for
-        relative tolerances."""
-        delta, v = self._contact_velocity(t, q, qd, p)
-        vr = self.body.velocity(q, qd)
-        vc = self.body.offset_velocity(q, qd, delta)
-        return _norm(vr) + _norm(vc - vr) + _norm(vc - v)
+        r"""$|\dot r| + |\omega\times\Delta| + |v_c - v_s|$: the scale of the slip velocity,
+        for relative tolerances."""
+        return self.kinematics(t, q, qd, p).scale
 
     def slip_direction(self, t, q, qd, p, anchor) -> Float[Array, " 3"]:
         r"""The direction $\hat s$ of kinetic friction's opposition while sliding, given the
@@ -282,21 +288,7 @@ class FrictionalContact(eqx.Module):
         where the slip starts from zero); exactly $a$ when the slip stays along $a$ — so the
         sliding vector field continues smoothly past the zero of the slip, where the
         switch to rolling is located."""
-        s = self.slip_velocity(t, q, qd, p)
-        # An anchor not yet set (zero: a contact that has not slid) is the plane's first
-        # tangent: the direction is then defined, and finite, in every mode's branch.
-        a = anchor.astype(q.dtype)
-        a = jnp.where(a @ a > 0.25, a, self.plane.frame(q)[1])
-        sigma = s @ a
-        s_perp = s - sigma * a
-        eta = jnp.sqrt(jnp.finfo(q.dtype).eps) * self.speed_scale(t, q, qd, p)
-        u = (jnp.abs(sigma) + eta) * a + s_perp
-        # At rest (u = 0, or |u|^2 below the smallest normal number) the direction is a;
-        # the division is guarded so that its derivative is finite there too (every
-        # mode's dynamics evaluate this force, `jnp.where` selecting it while sliding).
-        size = _norm(u)
-        moving = size > 0
-        return jnp.where(moving, u / jnp.where(moving, size, 1.0), a)
+        return _slip_direction(self.kinematics(t, q, qd, p), anchor, q.dtype)
 
     def kinetic_friction_force(self, t, q, qd, p, anchor, normal_force=1.0) -> Float[Array, " n"]:
         r"""The generalized force of kinetic friction $F = -\mu_k N\hat s$ at the contact
@@ -305,15 +297,18 @@ class FrictionalContact(eqx.Module):
         by a body, $v_c = v_A(x_c) - v_B(x_c)$ is the relative velocity and
         $Q = (\partial v_A(x_c)/\partial\dot q - \partial v_B(x_c)/\partial\dot q)^\top F$:
         $F$ on the body, $-F$ on the carrier, at the same point."""
+        return self.friction_force(self.kinematics(t, q, qd, p), q, p, anchor, normal_force)
+
+    def friction_force(self, kin: "ContactKinematics", q, p, anchor, normal_force=1.0) -> Array:
+        """`kinetic_friction_force` from the contact's `kinematics` at `q`."""
         _, mu_k = self.coefficients(p)
-        delta = contact_offset(self.body, self.shape, self.plane, q, p)
-        s_hat = self.slip_direction(t, q, qd, p, anchor)
+        s_hat = _slip_direction(kin, anchor, q.dtype)
         F = (-(mu_k * normal_force) * s_hat).astype(q.dtype)
-        Q = body_force(self.body, q, force=F, offset=delta)
+        Q = body_force(self.body, q, force=F, offset=kin.delta)
         carrier = self.plane.body
         if carrier is None:
             return Q
-        x_c = self.body.position(q) + delta
+        x_c = self.body.position(q) + kin.delta
         return Q - body_force(carrier, q, force=F, offset=x_c - carrier.position(q))
 
     def same_pair(self, other: "FrictionalContact") -> bool:
@@ -338,6 +333,35 @@ def same_body(a: AbstractRigidBody, b: AbstractRigidBody) -> bool:
         return bool(eqx.tree_equal(a, b))
     except jax.errors.ConcretizationTypeError:
         return False
+
+
+class ContactKinematics(NamedTuple):
+    """A contact's kinematics at one state (`FrictionalContact.kinematics`)."""
+
+    frame: Array  # (3, 3) the rows (n, t1, t2) of the contact frame
+    delta: Array  # (3,) the lowest point's offset from the centre of mass
+    v: Array  # (3,) the velocity of the material point there relative to the plane
+    slip: Array  # (3,) its tangential part
+    scale: Array  # () the slip's speed scale (`FrictionalContact.speed_scale`)
+
+
+def _slip_direction(kin: ContactKinematics, anchor, dtype) -> Array:
+    """`FrictionalContact.slip_direction` from the kinematics."""
+    s = kin.slip
+    # An anchor not yet set (zero: a contact that has not slid) is the plane's first
+    # tangent: the direction is then defined, and finite, in every mode's branch.
+    a = anchor.astype(dtype)
+    a = jnp.where(a @ a > 0.25, a, kin.frame[1])
+    sigma = s @ a
+    s_perp = s - sigma * a
+    eta = jnp.sqrt(jnp.finfo(dtype).eps) * kin.scale
+    u = (jnp.abs(sigma) + eta) * a + s_perp
+    # At rest (u = 0, or |u|^2 below the smallest normal number) the direction is a;
+    # the division is guarded so that its derivative is finite there too (every
+    # mode's dynamics evaluate this force, `jnp.where` selecting it while sliding).
+    size = _norm(u)
+    moving = size > 0
+    return jnp.where(moving, u / jnp.where(moving, size, 1.0), a)
 
 
 def _norm(v) -> Array:

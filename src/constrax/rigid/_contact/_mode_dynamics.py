@@ -165,31 +165,37 @@ class _Model(eqx.Module):
         # multipliers: the saddle system is linear in N (module docstring). A contact
         # that does not slide has d_i = 0, so its N_i enters nothing.
         sliding = modes == SLIDING
-        D = jnp.stack(
-            [
-                jnp.where(sliding[i], c.kinetic_friction_force(t, q, qd_u, p, anchors[i]), 0.0)
-                for i, c in enumerate(self.contacts)
-            ],
-            axis=1,
-        )
-        zero = jnp.zeros_like(lam)
-        X, Y = jax.vmap(lambda d: solver.solve(step.state, d, zero), in_axes=1, out_axes=1)(D)
         rows = self.normal_rows()
-        eye = jnp.eye(len(self.contacts), dtype=qdd.dtype)
-        N = jnp.linalg.solve(eye - Y[rows], lam[rows])
-        qdd = qdd + X @ N
-        lam = lam + Y @ N
+        kins = [c.kinematics(t, q, qd_u, p) for c in self.contacts]
+
+        def friction():
+            D = jnp.stack(
+                [
+                    jnp.where(sliding[i], c.friction_force(kin, q, p, anchors[i]), 0.0)
+                    for i, (c, kin) in enumerate(zip(self.contacts, kins, strict=True))
+                ],
+                axis=1,
+            )
+            zero = jnp.zeros_like(lam)
+            X, Y = jax.vmap(lambda d: solver.solve(step.state, d, zero), in_axes=1, out_axes=1)(D)
+            eye = jnp.eye(len(self.contacts), dtype=qdd.dtype)
+            N = jnp.linalg.solve(eye - Y[rows], lam[rows])
+            return qdd + X @ N, lam + Y @ N
+
+        # Skipped (at run time) where no contact slides.
+        qdd, lam = jax.lax.cond(jnp.any(sliding), friction, lambda: (qdd, lam))
         rolling = modes == ROLLING
         tangential = jnp.stack(
             [
-                jnp.where(rolling[i], lam[r + 1 : r + 3] @ c.plane.frame(q)[1:], 0.0)
-                for i, (c, r) in enumerate(zip(self.contacts, rows, strict=True))
+                jnp.where(rolling[i], lam[r + 1 : r + 3] @ kin.frame[1:], 0.0)
+                for i, (kin, r) in enumerate(zip(kins, rows, strict=True))
             ]
         )
         normal = jnp.where(modes == SEPARATED, 0.0, lam[rows])
-        slip, scale = self.slips(t, q, qd_u, p)
+        slip = jnp.stack([kin.slip for kin in kins])
+        scale = jnp.stack([kin.scale for kin in kins])
         gap = jnp.stack([c.gap(t, q, p) for c in self.contacts])
-        rate = jnp.stack([c.contact_velocity(t, q, qd_u, p)[0] for c in self.contacts])
+        rate = jnp.stack([kin.frame[0] @ kin.v for kin in kins])
         return _Eval(step.q_dot, qdd, normal, tangential, slip, scale, gap, rate)
 
     def event_value(self, modes, t, q, qd, p, anchors) -> Array:
@@ -200,8 +206,9 @@ class _Model(eqx.Module):
 
     def slips(self, t, q, qd, p) -> tuple[Array, Array]:
         """The slip velocities `(N, 3)` and their speed scales `(N,)` at `(t, q, qd)`."""
-        slip = jnp.stack([c.slip_velocity(t, q, qd, p) for c in self.contacts])
-        scale = jnp.stack([c.speed_scale(t, q, qd, p) for c in self.contacts])
+        kins = [c.kinematics(t, q, qd, p) for c in self.contacts]
+        slip = jnp.stack([kin.slip for kin in kins])
+        scale = jnp.stack([kin.scale for kin in kins])
         return slip, scale
 
     def static_friction(self, p) -> Array:

@@ -38,8 +38,7 @@ _INIT_ORDER = (8, 1, 2, 3, 9, 4, 5, 6, 7)
 def _initial_codes(model: _Model, modes, t, q, qd, p, tolerance) -> tuple[Array, Array]:
     """Per-contact code of the first failed initial check (0: consistent), the initial
     slip anchors, and the scale of the normal reactions."""
-    slip = jnp.stack([c.slip_velocity(t, q, qd, p) for c in model.contacts])
-    scale = jnp.stack([c.speed_scale(t, q, qd, p) for c in model.contacts])
+    slip, scale = model.slips(t, q, qd, p)
     anchors = jax.vmap(_unit)(slip)
     ev = model.evaluate(modes, t, q, qd, p, anchors)
     coefficients = [c.coefficients(p) for c in model.contacts]
