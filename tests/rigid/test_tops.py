@@ -319,9 +319,8 @@ def _cos_tilt(out):
 
 @pytest.fixture(scope="module")
 def tippe_runs():
-    """gamma = 1.0 (inside the range) for 0.4 s; gamma = 0.6 (below it) for 0.025 s: once
-    that top stands upright its slip spirals to zero, which the run does not follow (see
-    `test_tippe_top_outside_the_range_rights_itself`)."""
+    """gamma = 1.0 (inside the range) for 0.4 s; gamma = 0.6 (below it) for 0.025 s, while
+    it rights itself (see `test_tippe_top_outside_the_range_rights_itself`)."""
     q0, qd0 = _top_state()
     runs = {}
     for gamma, t1 in ((1.0, 0.4), (0.6, 0.025)):
@@ -380,9 +379,11 @@ def test_tippe_top_outside_the_range_rights_itself(tippe_runs):
     spun the same way, rights itself instead (its tilt falls from 0.3 rad to under 0.2)
     while the inverting one has not (yet) tilted less. Friction only dissipates.
 
-    Not checked further: the upright top's slip then spirals to zero while its direction
-    turns, and the run, which re-anchors the slip direction at every quarter turn, stops
-    there ('integration failed') instead of switching to rolling."""
+    Not checked further: the upright top's slip then turns as it vanishes and the top
+    rolls (at 0.035 s), then alternates between rolling and sliding, and a slip that
+    starts from zero across the direction rolling's friction gives it, barely leaving the
+    cone, makes the run stiff until its steps run out (at 0.081 s; docs page "Rolling or
+    sliding", "Shapes: the classical tops")."""
     out = tippe_runs[0.6]
     assert int(out.status) == 0
     cos = _cos_tilt(out)

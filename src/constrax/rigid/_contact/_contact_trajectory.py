@@ -35,7 +35,7 @@ class ContactTrajectory(eqx.Module):
     - `switch_times` `(S,)`, `switch_contacts` `(S,)`, `switch_modes` `(S, N)`: every
       segment boundary in order — its time, the contact whose event fired and the modes
       after it — padded with `inf`, `-1` and the last modes up to `S = max_switches`.
-      A sliding contact whose slip turned by more than 90° without vanishing re-anchors
+      A sliding contact whose slip turned by 60° without vanishing re-anchors
       its slip direction: a boundary at which the modes stay the same.
     - `num_switches`: the number of boundaries.
     - `status`: 0 ok, 2 switch budget exhausted, 3 integration failed, 4 inconsistent

@@ -26,11 +26,11 @@ the next segment starts.
 `exact_rate(solver, term, args)` wraps the solver so that its dense output keeps its
 values and its derivatives in everything but $t$ (the discrete scheme's
 $\partial_\theta u$), but takes its derivative in $t$ from the vector field, $f(t, u(t))$:
-the root find's Newton steps, its implicit derivative and $dy^*/d\theta$ then use
+a Newton root find's steps, the implicit derivative and $dy^*/d\theta$ then use
 $\partial_t\phi + \partial_y\phi\,f$, the rate of the exact flow, as accurate as the state
 (the same ball: $dt^*/d\mu_s$ right to $6\cdot10^{-9}$, $dt^*/d\omega$ to $10^{-8}$). The
 field is evaluated only where the dense output is differentiated in $t$ (a `custom_jvp`
-whose value is zero): each Newton step of the root find and the implicit derivative, not
+whose value is zero): the implicit derivative (and a Newton root find's steps), not
 the forward run's save times. The derivative is then that of the exact switching time
 rather than of the computed one: central differences of the run, which differentiate the
 root of the polynomial, agree with it only to the polynomial's slope.

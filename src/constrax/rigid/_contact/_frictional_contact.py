@@ -349,7 +349,7 @@ def _slip_direction(kin: ContactKinematics, anchor, dtype) -> Array:
     """`FrictionalContact.slip_direction` from the kinematics."""
     s = kin.slip
     # An anchor not yet set (zero: a contact that has not slid) is the plane's first
-    # tangent: the direction is then defined, and finite, in every mode's branch.
+    # tangent: the direction is then defined, and finite, in every mode (each evaluates it).
     a = anchor.astype(dtype)
     a = jnp.where(a @ a > 0.25, a, kin.frame[1])
     sigma = s @ a

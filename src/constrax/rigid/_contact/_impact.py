@@ -54,6 +54,7 @@ class Impact(NamedTuple):
     bounced: Bool[Array, ""]  # it leaves with a positive separation speed
     sticking: Bool[Array, ""]  # the tangential impulse stopped the slip
     solvable: Bool[Array, ""]  # a sliding impulse exists where one is needed
+    qd_stuck: Float[Array, " n"]  # the velocities after the sticking impulse, whatever the cone
 
 
 def _contact_rows(model: _Model, t, q, qd, p) -> tuple[Array, Array]:
@@ -116,4 +117,4 @@ def contact_impact(model: _Model, modes, c, t, q, qd, p) -> Impact:
     safe = jnp.where(denominator > 0, denominator, 1.0)
     slide = (1.0 + e) * v / safe * k
     impulse = jnp.where(sticking, stick, slide)
-    return Impact(qd + X @ impulse, impulse, e * v > 0, sticking, solvable)
+    return Impact(qd + X @ impulse, impulse, e * v > 0, sticking, solvable, qd + X @ stick)

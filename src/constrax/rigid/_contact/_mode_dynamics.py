@@ -27,8 +27,8 @@ A segment lasts while, for every contact $i$, its event function
 $$
 \phi_i = \begin{cases}
 \mu_{s,i}N_i - |\lambda_{t,i}| & \text{rolling (inside the static friction cone)}\\
-s_i\cdot a_i & \text{sliding (the slip velocity along its initial direction } a_i
-\text{ has not reached zero)}\\
+s_i\cdot a_i - \cot 60^\circ\,|s_{i,\perp}| & \text{sliding (the slip has neither
+vanished nor turned by } 60^\circ \text{ from its initial direction } a_i)\\
 g_i & \text{separated (the gap has not closed)}
 \end{cases}
 $$
@@ -41,6 +41,14 @@ closes to $\delta$ ($\dot g < 0$ there: the touchdown); a flight that starts at 
 is positive from its start after a bounce ($\dot g = ev > 0$), so that a step over the
 whole flight still sees the sign change, and after a lift-off once the gap opens beyond
 rounding ($\delta$), not on the rounding of a grazing start.
+
+A sliding contact's $s_{i,\perp} = s_i - (s_i\cdot a_i)a_i$ is its slip across the anchor:
+for a slip along a fixed line (a ball) it is zero and $\phi_i = s_i\cdot a_i$, whose root
+is the exact zero of the slip. A slip that turns as it vanishes (a top's) approaches zero
+along a direction of its own; keeping it within 60° of its anchor keeps
+$s_i\cdot a_i \ge |s_i|/2$, so that the regularised friction direction
+(`FrictionalContact.slip_direction`) follows $\hat s$ down to the zero, where a slip
+across the anchor of the order of the step's error is left (`_mode_switch`).
 """
 
 from typing import NamedTuple
@@ -58,6 +66,10 @@ from ..._solve import AutoSolver
 from ..._system import System
 from .._kinematics._so3 import safe_rsqrt, safe_sqrt
 from ._frictional_contact import ROLLING, SEPARATED, SLIDING, FrictionalContact
+
+# cot of the angle through which a sliding contact's slip may turn before its anchor is
+# reset: 60 degrees (module docstring).
+_COT_TURN = float(1.0 / np.tan(np.pi / 3))
 
 # The time over which an opening gap's rate counts as gap in a separated contact's event
 # function (any positive time: the function's root, where the gap closes, does not move).
@@ -219,7 +231,11 @@ class _Model(eqx.Module):
         reaction $N_i$ (the gap $g_i$ less `gap_margin`, twice, while separated); each
         positive while the mode holds."""
         cone = self.static_friction(p) * ev.normal - _norm(ev.tangential)
+        # The slip along its anchor less cot(60 deg) times its part across: zero where the
+        # slip vanishes or has turned by 60 degrees (module docstring).
         along = jnp.sum(ev.slip * anchors, axis=-1)
+        across = _norm(ev.slip - along[:, None] * anchors)
+        along = along - _COT_TURN * across
         separated = modes == SEPARATED
         # The gap, lifted while it opens: positive from the start of a flight that
         # starts at zero gap (a bounce), whatever the step; equal to g - delta where it

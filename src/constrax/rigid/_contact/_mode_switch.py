@@ -9,8 +9,11 @@ contact's condition fired and the mode, slip direction and velocities it continu
   needed, $a_c = -\hat\lambda_{t,c}$.
 - The slip of a sliding contact vanished: it rolls where rolling keeps inside the cone,
   $\mu_s N_c - |\lambda_{t,c}| \ge 0$ with every other contact in its mode; else it slides
-  on against the friction rolling would need (the slip reverses). Where the slip only
-  turned by 90° without vanishing, it slides on along the current slip, $a_c = \hat s_c$
+  on against the friction rolling would need (the slip reverses). Vanished means a slip
+  left of at most 100 times the run's tolerance (relative to its speed scale): a slip that
+  turns as it vanishes leaves the step's error across its anchor; it is taken out by the
+  sticking impulse of a plastic impact where the contact rolls on. Where the slip only
+  turned by 60° without vanishing, it slides on along the current slip, $a_c = \hat s_c$
   (a boundary at which the modes stay the same).
 - The gap of a separated contact closed: an impact (`_impact`). It bounces (separated)
   where it leaves with a positive normal speed; else the contact closes: it rolls where
@@ -28,6 +31,9 @@ from jaxtyping import Array, Bool, Float, Int
 from ._frictional_contact import ROLLING, SEPARATED, SLIDING
 from ._impact import contact_impact
 from ._mode_dynamics import _Model, _norm, _unit
+
+# The slip left at a zero of s.a that counts as vanished, in units of the run's tolerance.
+_VANISHED = 100.0
 
 
 class Switch(NamedTuple):
@@ -77,10 +83,13 @@ def switch_at_event(
 
     # Whether the slip vanished: at the event in the current modes, or after the impact
     # (not in the rolling trial, whose velocity the projection puts on its rows).
+    # At a zero of a sliding contact's s.a the slip has vanished where what is left of it
+    # is below _VANISHED times the tolerance: a slip that turns as it vanishes (a top's)
+    # reaches s.a = 0 with the step's error across a, not with rounding.
     vanished = jnp.where(
         touchdown,
         _norm(slip_after) <= tolerance * (1.0 + scale_after),
-        _norm(ev.slip[c]) <= tolerance * (1.0 + ev.scale[c]),
+        _norm(ev.slip[c]) <= _VANISHED * tolerance * (1.0 + ev.scale[c]),
     )
     holds = (mu_s[c] * roll.normal[c] - _norm(roll.tangential[c]) >= 0) & (roll.normal[c] > 0)
     against = -_unit(roll.tangential[c])  # sliding against the friction rolling needs
@@ -108,6 +117,10 @@ def switch_at_event(
     new_anchor = jnp.where(touchdown, anchor_impact, anchor_friction)
     new_anchor = jnp.where(lifted, anchors[c], new_anchor)
 
+    # A slip that vanished and rolls on: the velocities with the contact's remainder of
+    # slip taken out (the sticking impulse of a plastic impact, a jump of the order of
+    # the tolerance), so that the rolling segment starts on its rows.
+    stuck = ~touchdown & ~lifted & (modes[c] == SLIDING) & (new_mode == ROLLING)
     here = fired & is_c
     return Switch(
         contact=c,
@@ -116,5 +129,5 @@ def switch_at_event(
         unsolvable=fired & touchdown & ~impact.solvable,
         modes=jnp.where(here, new_mode, modes),
         anchors=jnp.where(here[:, None], new_anchor[None], anchors),
-        qd=jnp.where(fired & touchdown, qd_after, qd),
+        qd=jnp.where(fired & touchdown, qd_after, jnp.where(fired & stuck, impact.qd_stuck, qd)),
     )

@@ -11,15 +11,17 @@ contact $i$, the *event function*
 $$
 \phi_i = \begin{cases}
 \mu_{s,i}N_i - |\lambda_{t,i}| & \text{rolling (leaves the static friction cone)}\\
-s_i\cdot a_i & \text{sliding (the slip velocity along its initial direction } a_i
-\text{ reaches zero)}\\
+s_i\cdot a_i - \cot 60^\circ|s_{i,\perp}| & \text{sliding (the slip vanishes, or turns by }
+60^\circ \text{ from its initial direction } a_i)\\
 g_i - \delta + \tau\max(\dot g_i, 0) & \text{separated (the gap closes)}
 \end{cases}
 $$
 
 or, in contact, the normal reaction $N_i$ crosses zero from above (lift-off): diffrax's
 `Event` finds the first sign change of $\min_i\min(\phi_i, N_i)$ and an
-`optimistix.Newton` root find on the step's dense output locates it. The state is carried
+`optimistix.Bisection` root find on the step's dense output locates it (bisection: the
+dynamics' derivative is not traced into the forward run, and a kink of the event function
+within the step cannot stall it). The state is carried
 across unchanged (at a touchdown, the velocities jump by the impact's impulse,
 `_impact`), the contact's mode switched, and the next segment starts there. The
 event time is a differentiable function of the parameters and of the initial state (the
@@ -129,6 +131,16 @@ def _check_arguments(system, contacts, modes, max_switches, stabilisation) -> tu
     return contacts, codes, stabilisation
 
 
+def _concrete(x) -> float | None:
+    """`float(x)`, or `None` where `x` is traced."""
+    if isinstance(x, jax.core.Tracer):
+        return None
+    try:
+        return float(x)
+    except (TypeError, jax.errors.ConcretizationTypeError):
+        return None
+
+
 def _check_states_and_times(system, q0, qd0, p, t0, t1, ts) -> tuple:
     """The initial state `(n,)` (floats, of one length), `t1 > t0` and the save times
     (default `[t0, t1]`), non-decreasing within `[t0, t1]`, checked where concrete;
@@ -141,15 +153,17 @@ def _check_states_and_times(system, q0, qd0, p, t0, t1, ts) -> tuple:
         )
     dtype = q0.dtype
     t0a, t1a = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
-    if not isinstance(t0a, jax.core.Tracer) and not isinstance(t1a, jax.core.Tracer):
-        if not float(t1a) > float(t0a):
-            raise ValueError(f"`t1` must be greater than `t0`, got t0={t0}, t1={t1}")
+    # The values of t0 and t1 where concrete (under `jit` a Python number stays one, but
+    # `jnp.asarray` of it may be traced).
+    t0v, t1v = _concrete(t0), _concrete(t1)
+    if t0v is not None and t1v is not None and not t1v > t0v:
+        raise ValueError(f"`t1` must be greater than `t0`, got t0={t0}, t1={t1}")
     ts = jnp.stack([t0a, t1a]) if ts is None else jnp.asarray(ts, dtype)
     if ts.ndim != 1 or ts.shape[0] == 0:
         raise ValueError(f"`ts` must be a non-empty 1-D array of save times, got shape {ts.shape}")
-    if not isinstance(ts, jax.core.Tracer):
+    if not isinstance(ts, jax.core.Tracer) and t0v is not None and t1v is not None:
         t_np = np.asarray(ts)
-        if np.any(np.diff(t_np) < 0) or t_np[0] < float(t0a) or t_np[-1] > float(t1a):
+        if np.any(np.diff(t_np) < 0) or t_np[0] < t0v or t_np[-1] > t1v:
             raise ValueError(f"`ts` must be non-decreasing and within [t0, t1], got {t_np}")
     return q0, qd0, t0a, t1a, ts
 
@@ -170,7 +184,7 @@ def _diffrax_options(
         stepsize_controller = diffrax.PIDController(rtol=tol, atol=tol, dtmax=dtmax)
     if root_finder is None:
         tol = max(1e-10, 100 * eps)
-        root_finder = optx.Newton(rtol=tol, atol=tol)
+        root_finder = optx.Bisection(rtol=tol, atol=tol, flip=True)
     if adjoint is None:
         adjoint = diffrax.RecursiveCheckpointAdjoint()
     return dict(
@@ -276,8 +290,10 @@ def simulate_contacts(
       `rtol = atol =` $10^{-8}$ in float64, steps capped by the stabilisation's rate as
       in `cx.simulate`), `adjoint` (`RecursiveCheckpointAdjoint()`), `max_steps` (per
       segment): passed to `diffrax.diffeqsolve`.
-    - `root_finder`: locates the switches (default `optimistix.Newton` with
-      `rtol = atol =` $10^{-10}$ in float64).
+    - `root_finder`: locates the switches (default `optimistix.Bisection` with
+      `rtol = atol =` $10^{-10}$ in float64 and `flip=True`: every event function falls
+      through zero; a root finder's `atol` bounds the event function's value at the
+      root too, in its own units).
     - `stabilisation`: `cx.Projection(alpha=10.0, beta=0.0)` (default), `cx.Baumgarte`
       or `None` (none); a `Projection` with `beta != 0` is refused (the friction is evaluated at
       the projected velocity, which its position correction would not be).
