@@ -7,8 +7,9 @@ centre of mass lies alpha R (alpha = 0.3) below its centre on the symmetry axis,
 I_3 = (2/5) m R^2, I_1 = I_2 = gamma I_3, Coulomb friction mu_s = mu_k = 0.6, spun at
 150 rad/s about the vertical with its axis tilted 0.3 rad, in the sliding mode. With
 gamma = 1 (inside the inversion range 1 - alpha < gamma < 1 + alpha) it turns over within
-0.4 s; with gamma = 0.6 (below it) it rights itself, shown over the 0.025 s the run
-follows (afterwards its slip spirals to zero, which the run does not follow). The figure
+0.4 s; with gamma = 0.6 (below it) it rights itself, shown over its first 0.025 s
+(afterwards its slip vanishes and it rolls, then alternates between rolling and sliding
+until a marginal stick-slip makes the run stiff: docs page "Rolling or sliding"). The figure
 shows cos(theta) of the symmetry axis with the vertical, the height of the centre of mass
 above the sphere's centre and the energy (it never increases); thin grey lines: the
 segment boundaries (the slip direction re-anchored, no mode change).
