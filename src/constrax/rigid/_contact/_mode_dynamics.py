@@ -18,9 +18,10 @@ A separated contact has no rows and no force: the body flies freely over it.
 Every mode assignment is one program: the system with every contact's three rolling rows,
 the rows a mode does not hold switched off at run time (a unit row of the saddle matrix,
 multiplier zero: `AbstractConstraintSolver.factor`'s `inactive`), and the friction force
-of every contact computed, zero where it does not slide. The terms of the Lagrangian and
-the rows, the expensive part, are traced once for all $3^N$ assignments (a branch per
-assignment traced each of them: for one ball, 7153 equations against 3171).
+of every contact computed, zero where it does not slide (and skipped at run time where no
+contact slides). The terms of the Lagrangian and the rows, the expensive part, are traced
+once for all $3^N$ assignments: one evaluation for one ball is 2394 jaxpr equations, where
+a branch per assignment, each with a system of its own, made 7153.
 
 A segment lasts while, for every contact $i$, its event function
 

@@ -83,9 +83,9 @@ def switch_at_event(
 
     # Whether the slip vanished: at the event in the current modes, or after the impact
     # (not in the rolling trial, whose velocity the projection puts on its rows).
-    # At a zero of a sliding contact's s.a the slip has vanished where what is left of it
-    # is below _VANISHED times the tolerance: a slip that turns as it vanishes (a top's)
-    # reaches s.a = 0 with the step's error across a, not with rounding.
+    # At the zero of a sliding contact's event function the slip has vanished where what
+    # is left of it is below _VANISHED times the tolerance: a slip that turns as it
+    # vanishes (a top's) reaches that zero with the step's error across a, not rounding.
     vanished = jnp.where(
         touchdown,
         _norm(slip_after) <= tolerance * (1.0 + scale_after),
