@@ -138,8 +138,9 @@ def _step(
     on = (lambda x: x) if active is None else (lambda x: x * active.astype(x.dtype))
     with jax.named_scope("constraint_terms"):
         A, c, c_bias = constraint_terms(system, t, q, qd, p, bias)
-        A, c = on(A.T).T, on(c)
-        c_bias = None if c_bias is None else on(c_bias)
+        if active is not None:  # nothing traced otherwise
+            A, c = A * active[:, None].astype(A.dtype), on(c)
+            c_bias = None if c_bias is None else on(c_bias)
     with jax.named_scope("lagrangian_terms"):
         W, f0 = prescribed_terms(prescription, system, t, q, qd, mu, p, bias)
     with jax.named_scope("factor"):

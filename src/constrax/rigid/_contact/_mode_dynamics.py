@@ -99,6 +99,11 @@ def _smallest(x: Array) -> Array:
     return x[jnp.argmin(x)]
 
 
+def _slips_of(kins) -> tuple[Array, Array]:
+    """The slips `(N, 3)` and their speed scales `(N,)` of the contacts' kinematics."""
+    return jnp.stack([k.slip for k in kins]), jnp.stack([k.scale for k in kins])
+
+
 class _Eval(NamedTuple):
     """The dynamics of one mode assignment at one state."""
 
@@ -205,8 +210,7 @@ class _Model(eqx.Module):
             ]
         )
         normal = jnp.where(modes == SEPARATED, 0.0, lam[rows])
-        slip = jnp.stack([kin.slip for kin in kins])
-        scale = jnp.stack([kin.scale for kin in kins])
+        slip, scale = _slips_of(kins)
         gap = jnp.stack([c.gap(t, q, p) for c in self.contacts])
         rate = jnp.stack([kin.frame[0] @ kin.v for kin in kins])
         return _Eval(step.q_dot, qdd, normal, tangential, slip, scale, gap, rate)
@@ -219,10 +223,7 @@ class _Model(eqx.Module):
 
     def slips(self, t, q, qd, p) -> tuple[Array, Array]:
         """The slip velocities `(N, 3)` and their speed scales `(N,)` at `(t, q, qd)`."""
-        kins = [c.kinematics(t, q, qd, p) for c in self.contacts]
-        slip = jnp.stack([kin.slip for kin in kins])
-        scale = jnp.stack([kin.scale for kin in kins])
-        return slip, scale
+        return _slips_of([c.kinematics(t, q, qd, p) for c in self.contacts])
 
     def static_friction(self, p) -> Array:
         return jnp.stack([c.coefficients(p)[0] for c in self.contacts])

@@ -46,6 +46,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, ArrayLike, Float
 
+from ..._checks import _concrete_float
 from ..._guards import attach_check
 from ..._initial_state import check_initial_state
 from ..._layout import row_layout
@@ -131,16 +132,6 @@ def _check_arguments(system, contacts, modes, max_switches, stabilisation) -> tu
     return contacts, codes, stabilisation
 
 
-def _concrete(x) -> float | None:
-    """`float(x)`, or `None` where `x` is traced."""
-    if isinstance(x, jax.core.Tracer):
-        return None
-    try:
-        return float(x)
-    except (TypeError, jax.errors.ConcretizationTypeError):
-        return None
-
-
 def _check_states_and_times(system, q0, qd0, p, t0, t1, ts) -> tuple:
     """The initial state `(n,)` (floats, of one length), `t1 > t0` and the save times
     (default `[t0, t1]`), non-decreasing within `[t0, t1]`, checked where concrete;
@@ -155,7 +146,7 @@ def _check_states_and_times(system, q0, qd0, p, t0, t1, ts) -> tuple:
     t0a, t1a = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
     # The values of t0 and t1 where concrete (under `jit` a Python number stays one, but
     # `jnp.asarray` of it may be traced).
-    t0v, t1v = _concrete(t0), _concrete(t1)
+    t0v, t1v = _concrete_float(t0), _concrete_float(t1)
     if t0v is not None and t1v is not None and not t1v > t0v:
         raise ValueError(f"`t1` must be greater than `t0`, got t0={t0}, t1={t1}")
     ts = jnp.stack([t0a, t1a]) if ts is None else jnp.asarray(ts, dtype)
