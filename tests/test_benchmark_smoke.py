@@ -160,3 +160,37 @@ def test_quick_run_writes_results(bench, tmp_path):
     md = (tmp_path / "cpu.md").read_text()
     assert "## Compile time" in md and "## Jaxpr equation counts" in md
     assert res["cases"]["particle_dalembert"]["rollout"]["run"]["ratio_min"] > 0
+
+
+@pytest.mark.slow
+def test_device_benchmark_runs_both_precisions_and_reports(tmp_path):
+    """`benchmarks/gpu.py --quick --only snake` (the script a GPU session runs as it is)
+    runs a float32 and a float64 process, and its rows compare the same problem: the
+    hand-written field and constrax like for like end at the same state (the same
+    equations and steps), the defaults within the velocity projection's effect, every
+    contender and gradient finite."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}
+    env["PYTHONPATH"] = os.pathsep.join([str(_ROOT / "src"), env.get("PYTHONPATH", "")])
+    cmd = [sys.executable, str(_ROOT / "benchmarks" / "gpu.py"), "--quick", "--only", "snake",
+           "--budget", "400", "--out", str(tmp_path)]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((tmp_path / "device_rollouts_cpu.json").read_text())
+    assert result["device"].startswith("cpu") and result["machine"]["jax"] == jax.__version__
+    rows = result["rows"]
+    assert {r["dtype"] for r in rows} == {"float32", "float64"}
+    assert not [r for r in rows if "failed" in r or "skipped" in r], rows
+    rollouts = [r for r in rows if r["row"] == "snake cart"]
+    gradients = [r for r in rows if "gradient" in r["row"]]
+    assert len(rollouts) == 4 and len(gradients) == 2
+    for r in rollouts:
+        like, defaults = (1e-12, 1e-10) if r["dtype"] == "float64" else (1e-5, 1e-5)
+        assert r["gap_to_peer"]["constrax like for like"] < like, r
+        assert r["gap_to_peer"]["constrax defaults"] < defaults, r
+        assert all(r["finite"].values()) and r["over_peer"]["hand-written JAX"] == 1.0
+    for r in gradients:
+        for who in ("hand-written JAX", "constrax defaults"):
+            assert r[who]["finite"] and r[who]["gradient_over_forward"] > 1.0, r
+    md = (tmp_path / "device_rollouts_cpu.md").read_text()
+    assert "| float32 | snake cart | 64 | 50 | constrax defaults |" in md
+    assert "Gradient over forward" in md

@@ -4,6 +4,7 @@
 
 import diffrax
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -142,3 +143,56 @@ def test_semi_implicit_euler_steps_a_hinge_chain_as_mujocos_euler_integrator():
     qpos, qvel = imported.to_mujoco_state(traj.q[-1], traj.qd[-1])
     np.testing.assert_allclose(qpos, d.qpos, rtol=1e-9, atol=1e-11)
     np.testing.assert_allclose(qvel, d.qvel, rtol=1e-9, atol=1e-11)
+
+
+def _field_call_sites(jaxpr) -> int:
+    """How many times the program calls the vector field (the nested `jit` named
+    `_vector_field`), counted through every sub-program (loops, conds)."""
+    n = 0
+    for eqn in jaxpr.eqns:
+        if eqn.params.get("name") == "_vector_field":
+            n += 1
+        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+            n += _field_call_sites(sub)
+    return n
+
+
+@pytest.mark.parametrize("solver", [diffrax.Euler(), cx.SemiImplicitEuler()])
+def test_carried_field_solvers_hold_one_copy_of_the_field(solver):
+    """Under the default `StepProjection` a one-stage fixed-step solver carries the field
+    at each step's end; its first step also evaluates the field at the start. Both are
+    the iterations of one loop, so the program holds the field once, and its reverse pass
+    as often as a Runge–Kutta step's (`diffrax.Tsit5`, whose stages are one loop too); a
+    `cond` on the fresh evaluation made them two and six, and doubled the compile time."""
+    model = cx.models.pendulum_chain(3, "maximal")
+
+    def sites(solver):
+        def run(qd0):
+            return _fixed(model.system, model.q0, qd0, model.params, solver, 1e-2, 5).q[-1]
+
+        loss = lambda qd0: jnp.sum(run(qd0) ** 2)  # noqa: E731
+        forward = _field_call_sites(jax.make_jaxpr(run)(model.qd0).jaxpr)
+        return forward, _field_call_sites(jax.make_jaxpr(jax.grad(loss))(model.qd0).jaxpr)
+
+    forward, reverse = sites(solver)
+    assert forward == 1
+    assert reverse == sites(diffrax.Tsit5())[1]
+
+
+@pytest.mark.parametrize("solver", [diffrax.Euler(), cx.SemiImplicitEuler()])
+def test_carried_field_solvers_differentiate_in_forward_mode(solver):
+    """`adjoint=diffrax.ForwardMode()` runs the step's loop as a plain loop (forward-mode
+    autodiff cannot go through the checkpointed one), `diffrax.DirectAdjoint()` as a
+    bounded one: the Jacobians agree with reverse mode's."""
+    model = cx.models.pendulum_chain(3, "maximal")
+
+    def final(qd0, adjoint):
+        traj = _fixed(model.system, model.q0, qd0, model.params, solver, 1e-2, 5, adjoint=adjoint)
+        return traj.q[-1]
+
+    rev = jax.jacrev(final)(model.qd0, diffrax.RecursiveCheckpointAdjoint())
+    fwd = jax.jacfwd(final)(model.qd0, diffrax.ForwardMode())
+    direct = jax.jacfwd(final)(model.qd0, diffrax.DirectAdjoint())
+    assert float(jnp.max(jnp.abs(rev))) > 1e-3
+    np.testing.assert_allclose(fwd, rev, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(direct, rev, rtol=1e-10, atol=1e-12)

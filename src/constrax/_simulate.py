@@ -39,6 +39,7 @@ from ._layout import row_layout
 from ._precision import full_precision
 from ._prescriptions import AbstractPrescription, DAlembert
 from ._solve import KKT, AbstractConstraintSolver, AutoSolver
+from ._solvers import for_adjoint
 from ._stabilisation import (
     VELOCITY_PROJECTION,
     AbstractStabilisation,
@@ -448,6 +449,7 @@ def _integrate(vf, solver, times, y0, p, **diffrax_options):
         times,
         diffrax_options["max_steps"],
     )
+    solver = for_adjoint(solver, diffrax_options["adjoint"])
     return diffrax.diffeqsolve(
         diffrax.ODETerm(vf), solver, t0, t1, dt0, y0, args=p, throw=False, **diffrax_options
     )

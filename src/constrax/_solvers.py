@@ -18,9 +18,10 @@ velocity off it at no cost (`_step_projection.py`). Neither estimates its error:
 
 import abc
 from collections.abc import Callable
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import diffrax
+import equinox as eqx
 import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
@@ -34,6 +35,11 @@ class AbstractCarriedFieldSolver(diffrax.AbstractSolver):
     interpolation_cls: ClassVar[Callable[..., diffrax.LocalLinearInterpolation]] = (
         diffrax.LocalLinearInterpolation
     )
+    scan_kind: Literal["lax", "checkpointed", "bounded"] | None = None
+    """The kind of the loop over a step's evaluations (`equinox.internal.while_loop`), as
+    the `scan_kind` of diffrax's Runge–Kutta solvers: `None` (`"checkpointed"`) for reverse
+    mode, `"lax"` under `diffrax.ForwardMode`, `"bounded"` under `diffrax.DirectAdjoint`
+    (`cx.simulate` sets it from its `adjoint`, `for_adjoint`)."""
 
     @abc.abstractmethod
     def advance(self, y0, f0, dt):
@@ -47,13 +53,28 @@ class AbstractCarriedFieldSolver(diffrax.AbstractSolver):
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         first_step, carried = solver_state
-        # The first step, or one after a jump: the carried field is not the field at y0.
-        # Evaluated for the whole of a `vmap`ped batch if for any element (as diffrax's
-        # first-same-as-last solvers do): the field at y0 is right for every element.
+        dt = terms.contr(t0, t1)
+        # The first step, or one after a jump: the carried field is not the field at y0,
+        # and the step evaluates it too (for the whole of a `vmap`ped batch if for any
+        # element, as diffrax's first-same-as-last solvers do). Both evaluations are the
+        # iterations of one loop, as diffrax runs the stages of a Runge–Kutta step, so that
+        # the field is traced once, not twice (a `lax.cond` on a fresh evaluation doubled
+        # the compile time of a run and of its gradient).
         fresh = eqxi.unvmap_any(first_step | made_jump)
-        f0 = jax.lax.cond(fresh, lambda: terms.vf(t0, y0, args), lambda: carried)
-        y1 = self.advance(y0, f0, terms.contr(t0, t1))
-        f1 = terms.vf(t1, y1, args)
+
+        def evaluate(val):
+            i, f0, _ = val
+            start = i == 0
+            y = jax.tree.map(lambda a, b: jnp.where(start, a, b), y0, self.advance(y0, f0, dt))
+            f = terms.vf(jnp.where(start, t0, t1), y, args)
+            return i + 1, jax.tree.map(lambda a, b: jnp.where(start, a, b), f, f0), f
+
+        init = (jnp.where(fresh, 0, 1), carried, carried)
+        _, f0, f1 = eqxi.while_loop(
+            lambda val: val[0] < 2, evaluate, init, max_steps=2,
+            kind="checkpointed" if self.scan_kind is None else self.scan_kind,
+        )  # fmt: skip
+        y1 = self.advance(y0, f0, dt)
         dense_info = dict(y0=y0, y1=y1)
         return y1, None, dense_info, (jnp.array(False), f1), diffrax.RESULTS.successful
 
@@ -125,3 +146,22 @@ def single_term_solver(solver: diffrax.AbstractSolver) -> bool:
     """Whether `solver` integrates one ODE term (what `cx.simulate` hands it)."""
     structure = getattr(solver, "term_structure", None)
     return isinstance(structure, type) and issubclass(diffrax.ODETerm, structure)
+
+
+# The loop kinds diffrax gives its Runge–Kutta solvers' stages under these adjoints
+# (forward-mode autodiff cannot go through the checkpointed loop's `custom_vjp`).
+_ADJOINT_LOOP_KINDS = {diffrax.ForwardMode: "lax", diffrax.DirectAdjoint: "bounded"}
+
+
+def for_adjoint(solver: diffrax.AbstractSolver, adjoint) -> diffrax.AbstractSolver:
+    """`solver`, with the carried-field solver in it (itself, or the one a wrapper such as
+    `cx.StepProjection`'s wraps) given the loop kind `adjoint` needs, as diffrax does for
+    its Runge–Kutta solvers, which it recognises and these it does not."""
+    kind = _ADJOINT_LOOP_KINDS.get(type(adjoint))
+    if kind is None:
+        return solver
+    if isinstance(solver, diffrax.AbstractWrappedSolver):  # first: `isinstance` sees through it
+        return eqx.tree_at(lambda s: s.solver, solver, for_adjoint(solver.solver, adjoint))
+    if isinstance(solver, AbstractCarriedFieldSolver) and solver.scan_kind is None:
+        return eqx.tree_at(lambda s: s.scan_kind, solver, kind, is_leaf=lambda x: x is None)
+    return solver
