@@ -12,10 +12,15 @@ the defaults and the hand-written field can be read off:
    (n = 10, five holonomic rows: 15 x 15), per evaluation: the hand-written field
    (`jnp.linalg.solve` of the saddle matrix), then the engine's field with `KKT()` or
    `AutoSolver()`, with `stabilisation=None` or the default `StepProjection()`, with and
-   without the consistency check of the rank-robust solvers (`consistency_rtol`), and the
+   without the consistency check of the rank-robust solvers (`consistency_rtol`), the
    defaults once more with LAPACK's triangular solves at every size (the engine before it
-   wrote the substitutions of small saddle matrices out); each field and its VJP with
-   respect to the state and the parameters (the reverse pass of a gradient).
+   wrote the substitutions of small saddle matrices out), and `StepProjection()`'s field
+   taken apart with `KKT()`: the bias terms in a second pass at the state's velocity (no
+   projection), and the projection's solve with the dynamics at the state's velocity (no
+   second pass after it); each field and its VJP with respect to the state and the
+   parameters (the reverse pass of a gradient). The same for the gymnasium humanoid
+   imported from MJCF (nq = 24, its free joint's quaternion row; no hand-written field)
+   where MuJoCo and gymnasium are installed.
 2. **The dense linear algebra alone** at the sizes 4, 6, 8, 10, 12, 15 and 18: an LU
    factorisation (`jax.scipy.linalg.lu_factor`), the factorisation and one solve with it,
    the factorisation and two solves (what `StepProjection` needs: the projection of the
@@ -55,6 +60,7 @@ from benchmarks.cases.chain import maximal_hand_vf  # noqa: E402
 from benchmarks.stabilisation import SNAKE, SNAKE_SYSTEM, snake_hand_vf, snake_state  # noqa: E402
 from constrax._simulate import _VectorField  # noqa: E402
 from constrax._solve import SUBSTITUTION_MAX_SIZE, substitution_solve  # noqa: E402
+from constrax._stabilisation import StabilisedTerms  # noqa: E402
 from constrax._tolerances import consistency_rtol  # noqa: E402
 
 EVALS = 20_000
@@ -85,9 +91,35 @@ def _per_call(loops: list[dict], repeats: int) -> list[float]:
     return [b / c["evals"] for b, c in zip(best, loops, strict=True)]
 
 
+class _SecondPass(cx.StepProjection):
+    """`StepProjection`'s field without its projection: $W$ and $A$ in one pass, the bias
+    terms in a second one, at the state's velocity."""
+
+    def terms(self, step):
+        c_bias, f0 = step.bias_at(step.qd)
+        return StabilisedTerms(velocity=step.qd, q_dot=step.qd, b=-c_bias, f0=f0)
+
+
+class _ProjectionSolveOnly(cx.Baumgarte):
+    """The projection's solve ($\dot q_P$ as the rate of $q$) with the dynamics at the
+    state's velocity: no bias terms after the projection."""
+
+    def terms(self, step):
+        qd_p = step.qd - step.project(step.c)
+        return StabilisedTerms(velocity=step.qd, q_dot=qd_p, b=-step.c_bias, f0=step.f0)
+
+
+# `StepProjection`'s field, taken apart (with `KKT()`): what each part adds to `KKT(), None`.
+PARTS = {
+    "KKT(), the bias terms in a second pass": _SecondPass(),
+    "KKT(), the projection's solve, dynamics at the state's velocity": _ProjectionSolveOnly(),
+}
+
+
 def _fields(system, hand_vf, mask):
-    """The hand-written field and the engine's, by solver, stabilisation and check."""
-    out = {"hand-written field": hand_vf}
+    """The hand-written field (where there is one) and the engine's, by solver,
+    stabilisation and check, and `StepProjection`'s field taken apart (`PARTS`)."""
+    out = {} if hand_vf is None else {"hand-written field": hand_vf}
     for stab_name, stab in (("None", None), ("StepProjection()", cx.StepProjection())):
         for solver_name, solver in (("KKT()", cx.KKT()), ("AutoSolver()", cx.AutoSolver())):
             checks = (None, consistency_rtol(jnp.float64)) if solver.rank_robust else (None,)
@@ -102,6 +134,9 @@ def _fields(system, hand_vf, mask):
         consistency_rtol(jnp.float64),
     )  # fmt: skip
     out[LAPACK_DEFAULTS] = lapack_solves(lambda t, y, p: vf.evaluate(t, y, p))
+    for name, stab in PARTS.items():
+        vf = _VectorField(system, cx.DAlembert(), cx.KKT(), stab, mask, None)
+        out[name] = lambda t, y, p, vf=vf: vf.evaluate(t, y, p)
     return out
 
 
@@ -210,8 +245,12 @@ def _report(result: dict) -> str:
         f"equinox {m['equinox']}, constrax {m['constrax']}",
         f"- µs per evaluation: one jitted `fori_loop` of {EVALS} evaluations per row, the "
         "loops of a table's system run in turn, minimum over the rounds; float64",
-        f"- saddle matrices up to {SUBSTITUTION_MAX_SIZE} x {SUBSTITUTION_MAX_SIZE} are "
-        "solved with the engine's substitutions, larger ones with LAPACK's",
+        (
+            "- every saddle matrix is solved with the engine's substitutions"
+            if SUBSTITUTION_MAX_SIZE == float("inf")
+            else f"- saddle matrices up to {SUBSTITUTION_MAX_SIZE} x {SUBSTITUTION_MAX_SIZE} "
+            "are solved with the engine's substitutions, larger ones with LAPACK's"
+        ),
         "",
         "## The field, and its VJP with respect to the state and the parameters",
         "",
@@ -261,6 +300,17 @@ def main():
         "5-link chain, maximal", chain.system, maximal_hand_vf, chain.q0, chain.qd0,
         chain.params, args.repeats,
     )  # fmt: skip
+    try:
+        from benchmarks.batch_rollouts import _humanoid
+
+        humanoid, hq, hqd, hp = _humanoid(1)
+    except ImportError:  # MuJoCo or gymnasium missing: no humanoid rows
+        print("the humanoid rows need MuJoCo and gymnasium (the mjcf extra)", flush=True)
+    else:
+        fields += field_rows(
+            "humanoid (imported tree)", humanoid, None, jnp.asarray(hq[0]), jnp.asarray(hqd[0]),
+            jax.tree.map(jnp.asarray, hp), args.repeats,
+        )  # fmt: skip
     algebra = [row for size in SIZES for row in algebra_rows(size, args.repeats)]
     result = dict(machine=machine_info(), fields=fields, algebra=algebra)
     result["machine"]["loadavg_at_end"] = loadavg()
