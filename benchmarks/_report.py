@@ -96,17 +96,21 @@ def yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
-def run_fresh(module: str, xla_flags: str = "") -> dict:
-    """`python -m <module> --one` in a new process (cold caches; `xla_flags` appended to
-    `XLA_FLAGS`, which XLA reads when it starts), from the repository root: the JSON object
-    its last line of output prints."""
+def run_fresh(module: str, xla_flags: str = "", args: tuple[str, ...] = ()) -> dict:
+    """`python -m <module> --one [args]` in a new process (cold caches; `xla_flags` appended
+    to `XLA_FLAGS`, which XLA reads when it starts), from the repository root: the JSON
+    object its last line of output prints."""
     import sys
 
     env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"))
     env["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {xla_flags}".strip()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.run(
-        [sys.executable, "-m", module, "--one"], capture_output=True, text=True, env=env, cwd=root
+        [sys.executable, "-m", module, "--one", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
     )
     if proc.returncode != 0:
         raise RuntimeError(f"{module} --one failed:\n{proc.stderr[-3000:]}")

@@ -6,7 +6,9 @@
 nv = 23; contacts and joint limits disabled, as in `benchmarks/tree_dynamics.py`), the
 default path (`System.dynamics`: the composite-rigid-body and recursive Newton–Euler terms of
 the tree) and `cx.simulate`'s defaults (`AutoSolver()`, `StepProjection()`), 100 fixed Tsit5
-steps of the model's own time step, from MuJoCo's initial state with a small velocity. The
+steps of the model's own time step, from MuJoCo's initial state with a small velocity; then
+100 `diffrax.Euler` steps (the batch user's integrator), with the defaults and like for
+like (`KKT()`, `stabilisation=None`), XLA's defaults only. The
 loss is the squared distance of the final coordinates from the initial ones; its gradient is
 taken with respect to the actuator gears (`actuator_gear`, 21 x 6) and the initial velocity.
 
@@ -28,7 +30,14 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run as a
 STEPS = 100
 
 
-def measure() -> dict:
+CASES = {  # label: (solver, like for like)
+    "Tsit5, defaults": ("Tsit5", False),
+    "Euler, defaults": ("Euler", False),
+    "Euler, like for like": ("Euler", True),
+}
+
+
+def measure(solver_name: str = "Tsit5", like: bool = False) -> dict:
     import diffrax
     import jax
     import jax.numpy as jnp
@@ -47,13 +56,15 @@ def measure() -> dict:
     q0, qd0 = cx.consistent_initial_state(imported.system, 0.0, q0, qd0, imported.params)
     dt = float(m.opt.timestep)
     ctrl = jnp.asarray(0.2 * np.random.default_rng(1).normal(size=m.nu))
+    solver = getattr(diffrax, solver_name)()
+    options = dict(constraint_solver=cx.KKT(), stabilisation=None) if like else {}
 
     def loss(theta):
         gear, v0 = theta
         p = dict(imported.params, actuator_gear=gear, ctrl=ctrl)
         tr = cx.simulate(
-            imported.system, q0, v0, p, t1=STEPS * dt, dt0=dt,
-            stepsize_controller=diffrax.ConstantStepSize(), max_steps=STEPS + 1,
+            imported.system, q0, v0, p, t1=STEPS * dt, dt0=dt, solver=solver,
+            stepsize_controller=diffrax.ConstantStepSize(), max_steps=STEPS + 1, **options,
         )  # fmt: skip
         return jnp.sum((tr.q[-1] - q0) ** 2)
 
@@ -95,9 +106,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None, help="folder for humanoid_gradient_cpu.{json,md}")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--case", choices=list(CASES), default="Tsit5, defaults", help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(measure()))
+        print(json.dumps(measure(*CASES[args.case])))
         return
     from benchmarks._report import (
         XLA_SETTINGS,
@@ -110,25 +124,34 @@ def main():
 
     machine = machine_info()
     rows = {}
-    for setting, flag in XLA_SETTINGS.items():
-        rows[setting] = run_fresh("benchmarks.humanoid_gradient", flag)
-        print(setting, rows[setting], flush=True)
+    runs = [("Tsit5, defaults", s) for s in XLA_SETTINGS] + [
+        (case, "default (fusion emitters)") for case in list(CASES)[1:]
+    ]
+    for case, setting in runs:
+        key = f"{case}; {setting}"
+        rows[key] = run_fresh(
+            "benchmarks.humanoid_gradient", XLA_SETTINGS[setting], ("--case", case)
+        )
+        rows[key].update(case=case, xla_setting=setting)
+        print(key, rows[key], flush=True)
     machine["loadavg_at_end"] = loadavg()
     lines = [
         f"# First gradient through a {STEPS}-step rollout of the imported humanoid (CPU)",
         "",
         machine_line(machine),
-        "- gymnasium humanoid, `cx.rigid.from_mjcf` (tree path), `cx.simulate` defaults, "
-        f"{STEPS} Tsit5 steps; `jax.jit(jax.grad(loss))` with respect to the actuator gears "
-        "and the initial velocity; each setting in a new process",
+        "- gymnasium humanoid, `cx.rigid.from_mjcf` (tree path), `cx.simulate`, "
+        f"{STEPS} fixed steps; `jax.jit(jax.grad(loss))` with respect to the actuator gears "
+        "and the initial velocity; each row in a new process; defaults = no option, like for "
+        "like = `KKT()`, `stabilisation=None`",
         "",
-        "| XLA setting | trace + lower [s] | XLA compile [s] | total [s] | jaxpr equations "
-        "| gradient run [ms] | directional derivative: AD / central difference |",
-        "|---|---|---|---|---|---|---|",
+        "| solver, options | XLA setting | trace + lower [s] | XLA compile [s] | total [s] "
+        "| jaxpr equations | gradient run [ms] | directional derivative: AD / central "
+        "difference |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for setting, r in rows.items():
+    for r in rows.values():
         lines.append(
-            f"| {setting} | {r['trace_lower_s']:.1f} | {r['xla_s']:.1f} "
+            f"| {r['case']} | {r['xla_setting']} | {r['trace_lower_s']:.1f} | {r['xla_s']:.1f} "
             f"| {r['trace_lower_s'] + r['xla_s']:.1f} | {r['jaxpr_eqns']} | "
             f"{r['run_s'] * 1e3:.1f} | {r['directional_derivative_ad']:.8g} / "
             f"{r['directional_derivative_fd']:.8g} |"
