@@ -398,3 +398,49 @@ def test_default_solver_programs_trace_no_lapack_triangular_solve_on_small_syste
         for name, (fn, args) in programs.items():
             prims = _primitives(jax.make_jaxpr(fn)(*args).jaxpr)
             assert "triangular_solve" not in prims, (type(solver).__name__, name)
+
+
+@pytest.mark.parametrize("solver", [cx.KKT(), cx.AutoSolver()], ids=lambda s: type(s).__name__)
+def test_one_large_saddle_system_is_solved_by_lapack_and_a_batch_by_substitution(solver):
+    """Above `ONE_SYSTEM_LAPACK_MIN_SIZE` unknowns an LU solve that is not batched is
+    LAPACK's (no batch: it cannot deadlock; it costs less there), and one under `vmap` is
+    the written-out substitution (no batched LAPACK triangular solve reaches jaxlib 0.10);
+    both give the reference's answer, and so do the gradient, the forward-mode Jacobian and
+    the projection."""
+    from constrax._solve import ONE_SYSTEM_LAPACK_MIN_SIZE
+
+    n, m = 22, 3
+    assert n + m > ONE_SYSTEM_LAPACK_MIN_SIZE
+    W, A, f, b = _random_system(n + 10 * m, n, m)
+
+    def solve(W, A, f, b):
+        return solver.solve(solver.factor(W, A), f, b)
+
+    qdd, lam = jax.jit(solve)(W, A, f, b)
+    qdd_ref, lam_ref = _reference(W, A, f, b)
+    np.testing.assert_allclose(qdd, qdd_ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(lam, lam_ref, rtol=1e-12, atol=1e-12)
+    scales = jnp.array([0.5, 1.0, 2.0])
+    batched = jax.vmap(lambda s: solve(s * W, A, f, b)[0])
+    for s, row in zip(np.asarray(scales), np.asarray(jax.jit(batched)(scales)), strict=True):
+        np.testing.assert_allclose(row, _reference(s * W, A, f, b)[0], rtol=1e-12, atol=1e-12)
+    if jax.default_backend() == "cpu":
+        one = jax.jit(solve).lower(W, A, f, b).compile().as_text()
+        many = jax.jit(batched).lower(scales).compile().as_text()
+        assert "trsm" in one and "trsm" not in many
+
+    def loss(x):
+        qdd, lam = solve(x * W, x * A, f, b)
+        return jnp.sum(jnp.sin(qdd)) + jnp.sum(lam**2)
+
+    def loss_ref(x):
+        qdd, lam = _reference(x * W, x * A, f, b)
+        return np.sum(np.sin(qdd)) + np.sum(lam**2)
+
+    h = 1e-6
+    fd = (loss_ref(1.0 + h) - loss_ref(1.0 - h)) / (2 * h)
+    np.testing.assert_allclose(jax.jit(jax.grad(loss))(1.0), fd, rtol=1e-7)
+    np.testing.assert_allclose(jax.jacfwd(loss)(1.0), fd, rtol=1e-7)
+    r = jnp.linspace(-1.0, 1.0, m)
+    delta = solver.project(solver.factor(W, A), r)
+    np.testing.assert_allclose(A @ delta, r, rtol=1e-12, atol=1e-12)

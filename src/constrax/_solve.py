@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
+from jax import custom_batching
 from jaxtyping import Array, Float, Int
 
 from . import _lapack as lapack
@@ -169,8 +170,17 @@ class _KKTState(eqx.Module):
 # `vmap` at 25 x 25, and 10x to compile), called so that they cannot deadlock
 # (`_lapack.py`). `SUBSTITUTION_MAX_SIZE` is the size above which LAPACK's triangular solves
 # are used instead: none by default (`benchmarks/_cases.lapack_solves` sets it to 0).
+# One exception (`_lu_solve_one_system`): on a CPU, an LU solve of more than
+# `ONE_SYSTEM_LAPACK_MIN_SIZE` unknowns that is not batched (one trajectory, not under `vmap`)
+# is LAPACK's, which cannot deadlock with no batch and which costs less there: the imported
+# humanoid's field (25 x 25) 26.0 against 31.1 us, its VJP 195 against 214 us and the VJP's
+# compile 10.5 against 12.6 s (the fastest of four fresh processes each on 2 cores,
+# 2026-11-29, one-off). Under `vmap`
+# the substitution is faster (25 x 25, a batch of 256: the LU and a solve 0.66 against
+# 1.01 us per element), and it stays.
 SUBSTITUTION_MAX_SIZE: float = float("inf")
 UNROLL_MAX_SIZE = 32
+ONE_SYSTEM_LAPACK_MIN_SIZE = 20
 
 
 def _substitute(T, b, *, lower: bool):
@@ -242,8 +252,8 @@ def substitution_solve(lu, perm, r, d=None):
 
 
 def _lu_solve(state: _KKTState, r):
-    """$K^{-1}r$: `substitution_solve` (LAPACK's `lu_solve` above
-    `SUBSTITUTION_MAX_SIZE`)."""
+    """$K^{-1}r$: `substitution_solve` (LAPACK's `lu_solve` above `SUBSTITUTION_MAX_SIZE`,
+    and for one system outside `vmap` above `ONE_SYSTEM_LAPACK_MIN_SIZE` on a CPU)."""
     lu = state.lu
     if lu.shape[0] > SUBSTITUTION_MAX_SIZE:
         if state.unit_pivots_if_singular:
@@ -252,7 +262,29 @@ def _lu_solve(state: _KKTState, r):
     d = jnp.diagonal(lu)
     if state.unit_pivots_if_singular:
         d = jnp.where(state.singular, jnp.ones_like(d), d)
+    if lu.shape[0] > ONE_SYSTEM_LAPACK_MIN_SIZE and jax.default_backend() == "cpu":
+        return _lu_solve_one_system(lu, state.piv, state.perm, d, r)
     return substitution_solve(lu, state.perm, r, d)
+
+
+@custom_batching.custom_vmap
+def _lu_solve_one_system(lu, piv, perm, d, r):
+    r"""$K^{-1}r$ for one system: LAPACK's `lu_solve` on the factor with the diagonal `d`
+    (unit pivots where `_lu_solve` put them); under `vmap`, `substitution_solve` (see
+    `ONE_SYSTEM_LAPACK_MIN_SIZE`)."""
+    n = lu.shape[0]
+    lu = jnp.where(np.eye(n, dtype=bool), d[None, :], lu)
+    return jsl.lu_solve((lu, piv), r)
+
+
+@_lu_solve_one_system.def_vmap
+def _lu_solve_batched(axis_size, in_batched, lu, piv, perm, d, r):
+    args = [
+        x if batched else jnp.broadcast_to(x, (axis_size,) + x.shape)
+        for x, batched in zip((lu, perm, d, r), (in_batched[0], *in_batched[2:]), strict=True)
+    ]
+    lu, perm, d, r = args
+    return jax.vmap(lambda lu, perm, d, r: substitution_solve(lu, perm, r, d))(lu, perm, d, r), True
 
 
 class KKT(AbstractConstraintSolver):
