@@ -326,6 +326,29 @@ def _primitives(jaxpr) -> set[str]:
     return out
 
 
+def _check_gradient_and_projection(solver, W, A, f, b, forward_mode=False):
+    """The derivative of a scalar of the solution along a scaling of (W, A) (reverse mode,
+    and forward mode if asked) against central differences of the Schur-complement
+    reference, and a projection that meets the rows."""
+
+    def loss(x):
+        qdd, lam = solver.solve(solver.factor(x * W, x * A), f, b)
+        return jnp.sum(jnp.sin(qdd)) + jnp.sum(lam**2)
+
+    def loss_ref(x):
+        qdd, lam = _reference(x * W, x * A, f, b)
+        return np.sum(np.sin(qdd)) + np.sum(lam**2)
+
+    h = 1e-6
+    fd = (loss_ref(1.0 + h) - loss_ref(1.0 - h)) / (2 * h)
+    np.testing.assert_allclose(jax.jit(jax.grad(loss))(1.0), fd, rtol=1e-7)
+    if forward_mode:
+        np.testing.assert_allclose(jax.jacfwd(loss)(1.0), fd, rtol=1e-7)
+    r = jnp.linspace(-1.0, 1.0, A.shape[0])
+    delta = solver.project(solver.factor(W, A), r)
+    np.testing.assert_allclose(A @ delta, r, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("solver", [cx.KKT(), cx.UdwadiaKalaba()], ids=lambda s: type(s).__name__)
 @pytest.mark.parametrize(
     "n, m", [(1, 1), (3, 1), (4, 2), (7, 2), (10, 5), (12, 4), (14, 4), (17, 2)]
@@ -359,20 +382,7 @@ def test_small_saddle_systems_solved_by_written_out_substitutions_match_numpy(so
     for s, row in zip(np.asarray(scales), np.asarray(batched), strict=True):
         np.testing.assert_allclose(row, _reference(s * W, A, f, b)[0], rtol=1e-12, atol=1e-12)
 
-    def loss(x):
-        qdd, lam = solve(x * W, x * A, f, b)
-        return jnp.sum(jnp.sin(qdd)) + jnp.sum(lam**2)
-
-    def loss_ref(x):
-        qdd, lam = _reference(x * W, x * A, f, b)
-        return np.sum(np.sin(qdd)) + np.sum(lam**2)
-
-    h = 1e-6
-    fd = (loss_ref(1.0 + h) - loss_ref(1.0 - h)) / (2 * h)
-    np.testing.assert_allclose(jax.jit(jax.grad(loss))(1.0), fd, rtol=1e-7)
-    r = jnp.linspace(-1.0, 1.0, m)
-    delta = solver.project(solver.factor(W, A), r)
-    np.testing.assert_allclose(A @ delta, r, rtol=1e-12, atol=1e-12)
+    _check_gradient_and_projection(solver, W, A, f, b)
 
 
 def test_default_solver_programs_trace_no_lapack_triangular_solve_on_small_systems():
@@ -429,18 +439,4 @@ def test_one_large_saddle_system_is_solved_by_lapack_and_a_batch_by_substitution
         many = jax.jit(batched).lower(scales).compile().as_text()
         assert "trsm" in one and "trsm" not in many
 
-    def loss(x):
-        qdd, lam = solve(x * W, x * A, f, b)
-        return jnp.sum(jnp.sin(qdd)) + jnp.sum(lam**2)
-
-    def loss_ref(x):
-        qdd, lam = _reference(x * W, x * A, f, b)
-        return np.sum(np.sin(qdd)) + np.sum(lam**2)
-
-    h = 1e-6
-    fd = (loss_ref(1.0 + h) - loss_ref(1.0 - h)) / (2 * h)
-    np.testing.assert_allclose(jax.jit(jax.grad(loss))(1.0), fd, rtol=1e-7)
-    np.testing.assert_allclose(jax.jacfwd(loss)(1.0), fd, rtol=1e-7)
-    r = jnp.linspace(-1.0, 1.0, m)
-    delta = solver.project(solver.factor(W, A), r)
-    np.testing.assert_allclose(A @ delta, r, rtol=1e-12, atol=1e-12)
+    _check_gradient_and_projection(solver, W, A, f, b, forward_mode=True)
