@@ -175,9 +175,8 @@ class _KKTState(eqx.Module):
 # is LAPACK's, which cannot deadlock with no batch and which costs less there: the imported
 # humanoid's field (25 x 25) 26.0 against 31.1 us, its VJP 195 against 214 us and the VJP's
 # compile 10.5 against 12.6 s (the fastest of four fresh processes each on 2 cores,
-# 2026-11-29, one-off). Under `vmap`
-# the substitution is faster (25 x 25, a batch of 256: the LU and a solve 0.66 against
-# 1.01 us per element), and it stays.
+# 2026-11-29, one-off). Under `vmap` the substitution is faster (25 x 25, a batch of 256:
+# the LU and a solve 0.66 against 1.01 us per element), and it stays.
 SUBSTITUTION_MAX_SIZE: float = float("inf")
 UNROLL_MAX_SIZE = 32
 ONE_SYSTEM_LAPACK_MIN_SIZE = 20
