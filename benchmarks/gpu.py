@@ -101,21 +101,14 @@ def _worker(dtype_name: str, quick: bool, deadline: float, rows_path: str, only)
             sizes=sizes,
         ))  # fmt: skip
 
-    def compile_ahead(fn, args) -> tuple:
-        start = time.perf_counter()
-        lowered = jax.jit(fn).lower(*args)
-        traced = time.perf_counter()
-        compiled = lowered.compile()
-        done = time.perf_counter()
-        out = jax.block_until_ready(compiled(*args))
-        return compiled, out, [round(traced - start, 3), round(done - traced, 3)]
-
     def race(contenders: dict, args: tuple) -> tuple[dict, dict, dict]:
-        """Compile each contender ahead, time them in turn: (best seconds, compile
-        times, outputs)."""
+        """Compile each contender ahead (`batch_rollouts._compile`), time them in turn:
+        (best seconds, compile times, outputs)."""
         calls, compile_s, outs = {}, {}, {}
         for name, fn in contenders.items():
-            calls[name], outs[name], compile_s[name] = compile_ahead(fn, args)
+            calls[name], trace, xla = br._compile(fn, args)
+            compile_s[name] = [round(trace, 3), round(xla, 3)]
+            outs[name] = calls[name](*args)
         best = br._time({k: (f, args) for k, f in calls.items()}, rounds)
         return best, compile_s, outs
 
@@ -341,20 +334,15 @@ def _worker(dtype_name: str, quick: bool, deadline: float, rows_path: str, only)
 # The report.
 
 
-def _fmt_rate(x) -> str:
-    return f"{x:.3g}"
-
-
 def _markdown(result: dict) -> str:
-    from benchmarks._report import md_table
+    from benchmarks._report import machine_line, md_table
 
     m = result["machine"]
     lines = [
         f"# Batch rollouts on {result['device']}: constrax against hand-written JAX and MJX",
         "",
-        f"- date (UTC): {m['date_utc']}; host: {m['cpu_model']}, {m['cpu_cores']} cores; "
-        f"device: {result['device']}; load average at start {m['loadavg_at_start']}",
-        f"- versions: python {m['python']}, jax {m['jax']}, jaxlib {m['jaxlib']}, diffrax "
+        machine_line(m),
+        f"- device: {result['device']}; python {m['python']}, jaxlib {m['jaxlib']}, diffrax "
         f"{m['diffrax']}, equinox {m['equinox']}, mujoco {result['versions'].get('mujoco')}, "
         f"mujoco-mjx {result['versions'].get('mujoco-mjx')}",
         f"- command: `{result['command']}`; wall time {result['wall_s']:.0f} s",
@@ -375,7 +363,7 @@ def _markdown(result: dict) -> str:
         for k in r["seconds"]:
             body.append([
                 r["dtype"], r["row"], r["batch"], r["steps"], k,
-                _fmt_rate(r["env_steps_per_s"][k]),
+                f"{r['env_steps_per_s'][k]:.3g}",
                 f"{r['over_peer'][k]:.2f}" if r.get("over_peer") else "–",
                 f"{r['gap_to_peer'][k]:.1e}" if k in r.get("gap_to_peer", {}) else "–",
                 " / ".join(map(str, r["compile_s"][k])),
@@ -447,7 +435,7 @@ def main(out: str, quick: bool, budget: float, only=None) -> dict:
         rows=[r for r in records if "machine" not in r],
         wall_s=time.time() - start,
     )
-    result["loadavg_at_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
+    result["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     name = f"device_rollouts_{result['platform']}"
     with open(os.path.join(out, name + ".json"), "w") as fh:
         json.dump(result, fh, indent=1)
