@@ -18,7 +18,13 @@ from ._compilation import compiled
 from ._custom_types import Params, Time
 from ._layout import row_layout
 from ._precision import full_precision
-from ._prescriptions import AbstractPrescription, DAlembert, prescribed_rhs, prescribed_terms
+from ._prescriptions import (
+    AbstractPrescription,
+    DAlembert,
+    prescribed_rhs,
+    prescribed_split,
+    prescribed_terms,
+)
 from ._solve import AbstractConstraintSolver, AutoSolver
 from ._stabilisation import AbstractStabilisation, StepTerms, unstabilised
 from ._state import as_time, check_state
@@ -142,7 +148,11 @@ def _step(
             A, c = A * active[:, None].astype(A.dtype), on(c)
             c_bias = None if c_bias is None else on(c_bias)
     with jax.named_scope("lagrangian_terms"):
-        W, f0 = prescribed_terms(prescription, system, t, q, qd, mu, p, bias)
+        if bias:
+            W, f0 = prescribed_terms(prescription, system, t, q, qd, mu, p, bias)
+            rhs_at = lambda v: prescribed_rhs(prescription, system, t, q, v, mu, p)  # noqa: E731
+        else:  # the bias terms at the stabilisation's velocity, sharing the work at q
+            (W, rhs_at), f0 = prescribed_split(prescription, system, t, q, qd, mu, p), None
     with jax.named_scope("factor"):
         if active is None:
             state = solver.factor(W, A)
@@ -151,7 +161,7 @@ def _step(
 
     def bias_at(v):
         _, c_bias_v = constraint_bias(system, t, q, v, p)
-        return on(c_bias_v), prescribed_rhs(prescription, system, t, q, v, mu, p)
+        return on(c_bias_v), rhs_at(v)
 
     step = StepTerms(
         qd=qd,

@@ -107,6 +107,21 @@ def prescribed_terms(
     return W + W_extra, (f0 + f_extra) if bias else None
 
 
+def prescribed_split(prescription: AbstractPrescription, system: System, t, q, qd, mu, p: Params):
+    """`(W_*, rhs)`: `prescribed_terms` without the bias, and `rhs(v)` $= f_\ast$ at
+    `(t, q, v)`, sharing the work at `q` where `system.dynamics` can
+    (`AbstractDynamics.euler_lagrange_split`)."""
+    if system.dynamics is None:
+        W, _ = prescribed_terms(prescription, system, t, q, qd, mu, p, bias=False)
+        return W, lambda v: prescribed_rhs(prescription, system, t, q, v, mu, p)
+    W, rhs = system.dynamics.euler_lagrange_split(t, q, qd, p)
+    extra = prescription.extra_lagrangian(system, mu, p)
+    if extra is None:
+        return W, rhs
+    W_extra, _ = euler_lagrange_terms(extra, t, q, qd, bias=False)
+    return W + W_extra, lambda v: rhs(v) + euler_lagrange_rhs(extra, t, q, v)
+
+
 def prescribed_rhs(
     prescription: AbstractPrescription, system: System, t, q, qd, mu, p: Params
 ) -> Float[Array, " n"]:

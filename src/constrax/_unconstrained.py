@@ -109,6 +109,16 @@ class AbstractDynamics(eqx.Module):
     ) -> Float[Array, " n"]:
         """`f0` alone (no mass matrix where it can be avoided)."""
 
+    def euler_lagrange_split(
+        self, t: Time, q: Float[Array, " n"], qd: Float[Array, " n"], p: Params
+    ) -> tuple[Float[Array, "n n"], Callable[[Float[Array, " n"]], Float[Array, " n"]]]:
+        """`(W, rhs)`: `W` at `(t, q, qd)` and `rhs(v)`, `f0` at `(t, q, v)` (what the
+        engine's velocity projection needs: the bias terms at the projected velocity).
+        By default `euler_lagrange_terms(..., bias=False)` and `euler_lagrange_rhs`; an
+        implementation whose two share work at `q` (a tree's kinematics) overrides it."""
+        W, _ = self.euler_lagrange_terms(t, q, qd, p, bias=False)
+        return W, lambda v: self.euler_lagrange_rhs(t, q, v, p)
+
 
 class LagrangianDynamics(AbstractDynamics):
     r"""The Euler–Lagrange terms of a Lagrangian by autodiff: what the engine computes for a

@@ -222,6 +222,48 @@ def test_mass_matrix_and_qacc_match_mujoco(name):
     assert err_a <= 1e-9
 
 
+@pytest.mark.parametrize("offset", [0.0, 100.0])
+def test_float32_accelerations_keep_their_digits_far_from_the_world_origin(offset):
+    """float32 `cx.accelerations` of the humanoid, imported and run with x64 off, against
+    MuJoCo's float64 `qacc`, at its own position and with its root carried 100 m along x.
+
+    The tree's spatial quantities are taken about the root body's origin: about the world
+    origin the inertias' $m|c|^2$ terms cancel and float32 lost three digits at 10 m (worst
+    1.5e-2 there, 2.6e-4 at the model's own position, measured before the change). MJX's
+    float32 `forward` was measured at 8e-6 and 3.4e-5 worst on the same states
+    (`benchmarks/float32_accuracy.py`); the bound leaves room over constrax's measured
+    2e-5 / 3.7e-5 (8 states) for other draws."""
+    m = _gym_model("humanoid")
+    imported = cx.rigid.from_mjcf(m)
+    rng = np.random.default_rng(0)
+    qpos, qvel = np.zeros((8, m.nq)), np.zeros((8, m.nv))
+    ctrl = rng.uniform(-1, 1, size=(8, m.nu))
+    data, ref = mujoco.MjData(m), []
+    for k in range(8):
+        qpos[k], qvel[k], _ = _random_state(m, imported, rng)
+        qpos[k, 0] += offset
+        data.qpos[:], data.qvel[:], data.ctrl[:] = qpos[k], qvel[k], ctrl[k]
+        mujoco.mj_forward(m, data)
+        ref.append(data.qacc.copy())
+    q, qd = imported.from_mujoco_state(qpos, qvel)
+    with jax.enable_x64(False):
+        imported32 = cx.rigid.from_mjcf(m)
+        p = {k: jnp.asarray(v, jnp.float32) for k, v in imported32.params.items()}
+
+        def acc(q, qd, u):
+            return cx.accelerations(imported32.system, 0.0, q, qd, dict(p, ctrl=u)).qdd
+
+        f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
+        qdd = jax.jit(jax.vmap(acc))(f32(q), f32(qd), f32(ctrl))
+        assert qdd.dtype == jnp.float32
+        qdd = np.asarray(qdd, np.float64)
+    qacc = jax.vmap(imported.mujoco_acceleration)(jnp.asarray(q), jnp.asarray(qd), qdd)
+    ref = np.array(ref)
+    err = np.max(np.abs(np.asarray(qacc) - ref), 1) / np.max(np.abs(ref), 1)
+    print(f"offset {offset} m: median {np.median(err):.1e}, worst {np.max(err):.1e}")
+    assert np.max(err) <= 1e-4
+
+
 def test_ball_joints_actuators_springs_armature_match_mujoco():
     err_M, err_a = _compare_forward(_ball_model(), n_states=20, seed=1)
     assert err_M <= 1e-9

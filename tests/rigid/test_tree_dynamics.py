@@ -155,6 +155,53 @@ def test_terms_equal_the_lagrangian_path(name):
     assert np.all(errs <= 1e-12), errs
 
 
+@pytest.mark.parametrize("name", ["ball_chain", "two_hinges"])
+def test_split_terms_equal_the_terms_and_trace_the_kinematics_once(name):
+    """`euler_lagrange_split` (what the velocity projection uses: W, then the bias terms
+    at the projected velocity) gives the mass matrix of `euler_lagrange_terms` and the
+    `euler_lagrange_rhs` at any velocity, under `jit`, `vmap` and `grad`, and its program
+    traces the tree's kinematics (a `scan` over depth levels) once where the two calls
+    trace it twice."""
+    m = MODELS[name]()
+    imported = cx.rigid.from_mjcf(m)
+    dyn = TreeDynamics(imported.tree)
+    rng = np.random.default_rng(3)
+    qpos, qvel, ctrl = _random_state(m, imported, rng)
+    q, qd = imported.from_mujoco_state(qpos, qvel)
+    p = dict(imported.params, ctrl=jnp.asarray(ctrl))
+    v = qd + jnp.asarray(rng.normal(size=qd.shape))
+
+    def split(q, v):
+        W, rhs = dyn.euler_lagrange_split(0.0, q, qd, p)
+        return W, rhs(v)
+
+    def separate(q, v):
+        return dyn.euler_lagrange_terms(0.0, q, qd, p, bias=False)[0], dyn.euler_lagrange_rhs(
+            0.0, q, v, p
+        )
+
+    for a, b in zip(jax.jit(split)(q, v), separate(q, v), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13 * float(jnp.max(jnp.abs(b))))
+    vs = jnp.stack([v, 2 * v, -v])
+    batched = jax.vmap(split, (None, 0))(q, vs)[1]
+    for k in range(3):
+        np.testing.assert_allclose(batched[k], separate(q, vs[k])[1], rtol=1e-12, atol=1e-12)
+    loss = lambda f: lambda q: jnp.sum(f(q, v)[0] ** 2) + jnp.sum(f(q, v)[1] ** 2)  # noqa: E731
+    g, g_ref = jax.grad(loss(split))(q), jax.grad(loss(separate))(q)
+    np.testing.assert_allclose(g, g_ref, rtol=1e-10, atol=1e-10 * float(jnp.max(jnp.abs(g_ref))))
+
+    def scans(f):
+        jaxpr = jax.make_jaxpr(f)(q, v).jaxpr
+        return sum(e.primitive.name == "scan" for e in jaxpr.eqns) + sum(
+            e.primitive.name == "scan"
+            for e2 in jaxpr.eqns
+            for sub in jax.extend.core.jaxprs_in_params(e2.params)
+            for e in sub.eqns
+        )
+
+    assert scans(split) == 1 and scans(separate) == 2
+
+
 def test_anisotropic_ball_armature_keeps_its_gyroscopic_term():
     """An armature that differs between a ball joint's three dofs (possible through the
     parameters only) is $\\tfrac12 v^\\top A v$ in the Lagrangian, whose Euler–Lagrange

@@ -11,7 +11,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..._constraints import AbstractConstraint, Holonomic
-from .._kinematics._so3 import quaternion_to_rotation
 from ._armature import actuator_reflected, dof_armature
 from ._kinematic_tree import KinematicTree, _mm
 from ._mjcf_checks import _BALL, _FREE, _HINGE, _SLIDE, fixed_tendon_wraps
@@ -27,7 +26,12 @@ def _disabled(m, bit) -> bool:
 
 
 def _rotation_np(quat) -> np.ndarray:
-    return np.asarray(quaternion_to_rotation(jnp.asarray(quat, dtype=jnp.float64)))
+    """`quaternion_to_rotation` of a model constant, in numpy's float64 whatever JAX's x64
+    setting (a float32 process imports the same geometry, without a dtype warning)."""
+    x = np.asarray(quat, dtype=np.float64)
+    w, (a, b, c) = x[0], x[1:]
+    V = np.array([[0.0, -c, b], [c, 0.0, -a], [-b, a, 0.0]])
+    return np.eye(3) + 2.0 / (x @ x) * (w * V + V @ V)
 
 
 def _poly(m, field: str, count: int) -> np.ndarray:

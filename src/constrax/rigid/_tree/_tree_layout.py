@@ -79,6 +79,11 @@ class _Layout:
                 self.level_parent[d, : lv.size] = slot[parent[lv]]
         # Row of each body in [world, level 1 slots, level 2 slots, ...].
         self.body_row = np.where(depth > 0, 1 + (depth - 1) * W + slot, 0)
+        # The root of each body's tree: its ancestor that hangs from the world (the world: 0).
+        self.body_root = np.arange(nbody)
+        for b in range(1, nbody):
+            if parent[b] != 0:
+                self.body_root[b] = self.body_root[parent[b]]
 
         # Degrees of freedom: joint, body, kind. A free joint's three translations are a
         # pseudo-joint that precedes its rotation.
