@@ -108,7 +108,7 @@ def prescribed_terms(
 
 
 def prescribed_split(prescription: AbstractPrescription, system: System, t, q, qd, mu, p: Params):
-    """`(W_*, rhs)`: `prescribed_terms` without the bias, and `rhs(v)` $= f_\ast$ at
+    r"""`(W_*, rhs)`: `prescribed_terms` without the bias, and `rhs(v)` $= f_\ast$ at
     `(t, q, v)`, sharing the work at `q` where `system.dynamics` can
     (`AbstractDynamics.euler_lagrange_split`)."""
     if system.dynamics is None:
@@ -125,7 +125,7 @@ def prescribed_split(prescription: AbstractPrescription, system: System, t, q, q
 def prescribed_rhs(
     prescription: AbstractPrescription, system: System, t, q, qd, mu, p: Params
 ) -> Float[Array, " n"]:
-    """$f_\ast$ alone (`euler_lagrange_rhs` of the effective Lagrangian), as
+    r"""$f_\ast$ alone (`euler_lagrange_rhs` of the effective Lagrangian), as
     `prescribed_terms`."""
     if system.dynamics is None:
         return euler_lagrange_rhs(prescription.effective_lagrangian(system, mu, p), t, q, qd)

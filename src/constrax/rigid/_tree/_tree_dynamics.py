@@ -261,7 +261,8 @@ class TreeDynamics(AbstractDynamics):
         return S, R, t, r
 
     def _inertias(self, R, t, p, dt):
-        """Spatial inertias about the origin, `(m, h = m c, Ibar)` per body (world: zero)."""
+        """Spatial inertias about the point the positions `t` are taken from (`_subspaces`),
+        `(m, h = m c, Ibar)` per body (world: zero)."""
         T = self.tree
         com = t + _mv(R, T.body_ipos.astype(dt))
         Ri = _mm(R, T.body_irot.astype(dt))
@@ -424,17 +425,15 @@ class TreeDynamics(AbstractDynamics):
         ($W = \partial^2L/\partial\dot q^2$,
         $f_0 = \partial L/\partial q - (\partial^2L/\partial\dot q\,\partial q)\dot q$);
         `t` is ignored; with `bias=False`, `(W, None)`."""
+        if not bias:
+            return self.euler_lagrange_split(t, q, qd, p)[0], None
         q, qd = self._state(q, qd)
-        L, dt = self.layout, q.dtype
+        dt = q.dtype
         S, R, t, _ = self._subspaces(q)
         M = self._crb(S, R, t, p, dt)
-        plain = L.quat_q.size == 0 and np.array_equal(L.scalar_q, L.scalar_v)
-        if not bias:
-            E = None if plain else self.qvel_map(q)
-            return (M if plain else E.T @ M @ E), None
         E, v, Edq = self._qvel_and_rate(q, qd)
         c = self._rne(S, R, t, v, jnp.zeros_like(v), p, dt)
-        if plain:
+        if self._plain:
             return M, -(M @ Edq + c) + self._spring_force(q, p)
         W = E.T @ M @ E
         f0 = -(E.T @ (M @ Edq + c)) + self._spring_force(q, p)
@@ -449,11 +448,10 @@ class TreeDynamics(AbstractDynamics):
         return self._rhs(q, self._subspaces(q)[:3], self.qvel_map(q), qd, p)
 
     def _rhs(self, q, kinematics, E, qd, p):
-        L = self.layout
-        qd = _vector(qd, "qd", L.nq, "nq").astype(q.dtype)
+        qd = _vector(qd, "qd", self.layout.nq, "nq").astype(q.dtype)
         _, v, Edq = self._qvel_and_rate(q, qd, E)
         tau = self._rne(*kinematics, v, Edq, p, q.dtype)
-        if not (L.quat_q.size == 0 and np.array_equal(L.scalar_q, L.scalar_v)):
+        if not self._plain:
             tau = E.T @ tau
         return -tau + self._spring_force(q, p)
 
@@ -465,10 +463,14 @@ class TreeDynamics(AbstractDynamics):
         S, R, tt, _ = self._subspaces(q)
         E = self.qvel_map(q)
         M = self._crb(S, R, tt, p, q.dtype)
-        L = self.layout
-        plain = L.quat_q.size == 0 and np.array_equal(L.scalar_q, L.scalar_v)
-        W = M if plain else E.T @ M @ E
+        W = M if self._plain else E.T @ M @ E
         return W, lambda v: self._rhs(q, (S, R, tt), E, v, p)
+
+    @property
+    def _plain(self) -> bool:
+        r"""Whether $E$ is the identity ($q$ is `qpos` and $\dot q$ is `qvel`)."""
+        L = self.layout
+        return L.quat_q.size == 0 and np.array_equal(L.scalar_q, L.scalar_v)
 
     def energy(self, q: Float[Array, " nq"], qd: Float[Array, " nq"], p: dict):
         r"""`(T, V)`: kinetic energy $\tfrac12 v^\top M v$ (armature included) and potential
