@@ -116,6 +116,17 @@ def _rel(a, ref):
     return float(np.max(np.abs(np.asarray(a) - np.asarray(ref))) / np.max(np.abs(ref)))
 
 
+def _random_case(m, seed: int):
+    """The model `m` imported, its tree dynamics, a random state `(q, qd)` with its
+    parameters and controls, and the random generator that drew them."""
+    imported = cx.rigid.from_mjcf(m)
+    rng = np.random.default_rng(seed)
+    qpos, qvel, ctrl = _random_state(m, imported, rng)
+    q, qd = imported.from_mujoco_state(qpos, qvel)
+    p = dict(imported.params, ctrl=jnp.asarray(ctrl))
+    return imported, TreeDynamics(imported.tree), q, qd, p, rng
+
+
 def _compare_with_lagrangian(m, n_states=4, seed=0, params=None):
     imported = cx.rigid.from_mjcf(m)
     dyn = TreeDynamics(imported.tree)
@@ -162,13 +173,7 @@ def test_split_terms_equal_the_terms_and_trace_the_kinematics_once(name):
     `euler_lagrange_rhs` at any velocity, under `jit`, `vmap` and `grad`, and its program
     traces the tree's kinematics (a `scan` over depth levels) once where the two calls
     trace it twice."""
-    m = MODELS[name]()
-    imported = cx.rigid.from_mjcf(m)
-    dyn = TreeDynamics(imported.tree)
-    rng = np.random.default_rng(3)
-    qpos, qvel, ctrl = _random_state(m, imported, rng)
-    q, qd = imported.from_mujoco_state(qpos, qvel)
-    p = dict(imported.params, ctrl=jnp.asarray(ctrl))
+    _, dyn, q, qd, p, rng = _random_case(MODELS[name](), seed=3)
     v = qd + jnp.asarray(rng.normal(size=qd.shape))
 
     def split(q, v):
@@ -324,13 +329,7 @@ def test_mass_matrix_bias_and_qacc_match_mujoco(name):
 
 
 def _gradient_case():
-    m = _own_model(BALL_XML)
-    imported = cx.rigid.from_mjcf(m)
-    dyn = TreeDynamics(imported.tree)
-    rng = np.random.default_rng(11)
-    qpos, qvel, ctrl = _random_state(m, imported, rng)
-    q, qd = imported.from_mujoco_state(qpos, qvel)
-    p = dict(imported.params, ctrl=jnp.asarray(ctrl))
+    imported, dyn, q, qd, p, rng = _random_case(_own_model(BALL_XML), seed=11)
     w = jnp.asarray(rng.normal(size=q.shape))
 
     def tree(q):
