@@ -203,3 +203,54 @@ def test_pfaffian_position_rows_are_checked():
     assert not plain.has_position_rows
     with pytest.raises(TypeError, match="'plain' has no position-level residual"):
         plain.position_residual(0.0, jnp.ones(2), None)
+
+
+def _free_body_with_a_spring():
+    """A free rigid body in (position, unit quaternion) coordinates, with a spring to the
+    origin and a torque-free spin: the quaternion's norm row is its only constraint."""
+    inertia = jnp.array([1.0, 2.0, 3.0])
+
+    def L(t, q, qd, p):
+        x, xd = q[3:], qd[3:]
+        w, u = x[0], x[1:]
+        wd, ud = xd[0], xd[1:]
+        omega = 2.0 * (w * ud - wd * u - jnp.cross(ud, u)) / (x @ x)  # body rate
+        return 0.5 * qd[:3] @ qd[:3] + 0.5 * omega @ (inertia * omega) - 0.5 * q[:3] @ q[:3]
+
+    q = jnp.array([0.3, -0.2, 0.1, 0.8, 0.2, -0.4, 0.4])
+    q = q.at[3:].set(q[3:] / jnp.linalg.norm(q[3:]))
+    qd = jnp.array([0.1, 0.5, -0.3, 0.2, 0.7, -0.1, 0.3])
+    qd = qd.at[3:].add(-(q[3:] @ qd[3:]) * q[3:])  # tangent to the unit sphere
+    return L, q, qd
+
+
+def test_unit_quaternion_rows_equal_autodiff_of_the_norm():
+    """`cx.UnitQuaternion`'s closed-form terms (A = 2x^T, c = 2x.xd, c_bias = 2|xd|^2) are
+    those `cx.Holonomic` of the same norm gets by autodiff, under `jit`, `vmap` and
+    `grad`; the accelerations of a free body agree; a quaternion that does not fit in the
+    coordinates and a bad start are refused, naming them."""
+    L, q, qd = _free_body_with_a_spring()
+    closed = cx.UnitQuaternion(3, name="body.orientation")
+    auto = cx.Holonomic(lambda t, q, p: q[3:] @ q[3:] - 1.0, name="body.orientation")
+
+    def terms(con):
+        return jax.jit(lambda q, qd: constraint_terms(cx.System(L, [con]), 0.0, q, qd, None))
+
+    for a, b in zip(terms(closed)(q, qd), terms(auto)(q, qd), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-14, atol=1e-15)
+    qs = jnp.stack([q, 2.0 * q, -q])
+    batched = jax.vmap(terms(closed), (0, None))(qs, qd)[0]
+    np.testing.assert_allclose(batched, jax.vmap(terms(auto), (0, None))(qs, qd)[0], atol=1e-15)
+
+    def acc(con):
+        return lambda q: cx.accelerations(cx.System(L, [con]), 0.0, q, qd).qdd
+
+    np.testing.assert_allclose(acc(closed)(q), acc(auto)(q), rtol=1e-12, atol=1e-12)
+    g = jax.jit(jax.jacrev(lambda q: jnp.sum(acc(closed)(q) ** 2)))(q)
+    g_ref = jax.jit(jax.jacrev(lambda q: jnp.sum(acc(auto)(q) ** 2)))(q)
+    np.testing.assert_allclose(g, g_ref, rtol=1e-10, atol=1e-10)
+
+    with pytest.raises(ValueError, match="'body.orientation'.*q\\[5:9\\].*7 coordinates"):
+        cx.accelerations(cx.System(L, [cx.UnitQuaternion(5, "body.orientation")]), 0.0, q, qd)
+    with pytest.raises(TypeError, match="`start` must be a non-negative int"):
+        cx.UnitQuaternion(-1)

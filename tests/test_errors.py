@@ -137,7 +137,7 @@ def test_system_arguments_of_the_wrong_type_raise():
         cx.System(3.0)
     with pytest.raises(
         TypeError,
-        match=r"`constraints\[1\]` must be a cx.Holonomic, cx.Pfaffian or "
+        match=r"`constraints\[1\]` must be a cx.Holonomic, cx.Pfaffian, cx.UnitQuaternion or "
         r"cx.VelocityConstraint, got function",
     ):
         cx.System(free_L, [cx.Holonomic(rod), rod])

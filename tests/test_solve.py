@@ -440,3 +440,57 @@ def test_one_large_saddle_system_is_solved_by_lapack_and_a_batch_by_substitution
         assert "trsm" in one and "trsm" not in many
 
     _check_gradient_and_projection(solver, W, A, f, b, forward_mode=True)
+
+
+def _two_free_bodies(constraints):
+    """Two free bodies in (position, unit quaternion) coordinates, 14 of them, with springs
+    to the origin."""
+    inertia = jnp.array([1.0, 2.0, 3.0])
+
+    def kinetic(q, qd):
+        x, xd = q[3:], qd[3:]
+        omega = 2.0 * (x[0] * xd[1:] - xd[0] * x[1:] - jnp.cross(xd[1:], x[1:])) / (x @ x)
+        return 0.5 * qd[:3] @ qd[:3] + 0.5 * omega @ (inertia * omega) - 0.5 * q[:3] @ q[:3]
+
+    def L(t, q, qd, p):
+        return kinetic(q[:7], qd[:7]) + kinetic(q[7:], qd[7:])
+
+    rng = np.random.default_rng(0)
+    q, qd = rng.normal(size=14), rng.normal(size=14)
+    for s in (3, 10):
+        q[s : s + 4] /= np.linalg.norm(q[s : s + 4])
+        qd[s : s + 4] -= (q[s : s + 4] @ qd[s : s + 4]) * q[s : s + 4]
+    return cx.System(L, constraints), jnp.asarray(q), jnp.asarray(qd)
+
+
+def test_auto_solver_is_kkt_where_every_row_is_a_unit_quaternion():
+    """Rows that cannot lose rank (`cx.UnitQuaternion`s of distinct quaternions): the
+    default `AutoSolver()` is `KKT()`, the same program (equation for equation) and the
+    same accelerations, in a rollout's gradient too. With any other row, or quaternions
+    that overlap, the rank-robust switch stays."""
+    from constrax._solve import for_rows
+
+    quats = [cx.UnitQuaternion(3, "a"), cx.UnitQuaternion(10, "b")]
+    system, q, qd = _two_free_bodies(quats)
+    assert for_rows(cx.AutoSolver(), quats) == cx.KKT()
+    assert for_rows(cx.AutoSolver(switch_rtol=1e-8), quats) == cx.KKT(pivot_rtol=1e-8)
+    other = cx.Holonomic(lambda t, q, p: q[0] - 0.3, name="x")
+    for rows in (quats + [other], [cx.UnitQuaternion(3), cx.UnitQuaternion(5)], []):
+        assert for_rows(cx.AutoSolver(), rows) == cx.AutoSolver()
+    assert for_rows(cx.UdwadiaKalaba(), quats) == cx.UdwadiaKalaba()
+
+    def final(v, solver):
+        tr = cx.simulate(system, q, v, t1=0.05, constraint_solver=solver)
+        return jnp.sum(tr.q[-1] ** 2)
+
+    auto, kkt = (lambda v: final(v, cx.AutoSolver())), (lambda v: final(v, cx.KKT()))
+    count = lambda f: len(jax.make_jaxpr(jax.grad(f))(qd).jaxpr.eqns)  # noqa: E731
+    assert count(auto) == count(kkt)
+    np.testing.assert_allclose(jax.jit(jax.grad(auto))(qd), jax.jit(jax.grad(kkt))(qd), rtol=1e-12)
+    acc = cx.accelerations(system, 0.0, q, qd)
+    np.testing.assert_allclose(
+        acc.qdd,
+        cx.accelerations(system, 0.0, q, qd, constraint_solver=cx.UdwadiaKalaba()).qdd,
+        rtol=1e-10,
+        atol=1e-10,
+    )

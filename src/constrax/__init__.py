@@ -26,6 +26,7 @@ from ._constraints import (
     AbstractConstraint as AbstractConstraint,
     Holonomic as Holonomic,
     Pfaffian as Pfaffian,
+    UnitQuaternion as UnitQuaternion,
     VelocityConstraint as VelocityConstraint,
 )
 from ._diagnostics import (

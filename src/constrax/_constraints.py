@@ -11,6 +11,7 @@ from typing import ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from ._custom_types import (
@@ -224,6 +225,77 @@ class Holonomic(AbstractConstraint):
             c, c_bias = fn(t, q), None
         g = lambda q_: jnp.atleast_1d(self.g(t, q_, p)).astype(q.dtype)
         return row_jacobian(g, q, c.shape[0]), c, c_bias
+
+
+class UnitQuaternion(AbstractConstraint):
+    r"""The unit norm of a quaternion among the coordinates, $x\cdot x - 1 = 0$ with
+    $x = q_{s:s+4}$: one holonomic row, its terms in closed form,
+    $A = 2x^\top$ (in the quaternion's four columns), $c = 2x\cdot\dot x$,
+    $c_\text{bias} = 2\dot x\cdot\dot x$ (the same values as `cx.Holonomic` of the norm).
+
+    Such a row never vanishes where it holds and reads only its quaternion's radial
+    direction, so the rows of distinct quaternions are independent. A system whose rows are
+    all `UnitQuaternion`s of distinct quaternions (a free rigid body, an imported MJCF tree
+    without equality constraints: `cx.rigid.from_mjcf` builds them so) can therefore not
+    lose rank, and `cx.AutoSolver()` runs it as `cx.KKT()`: the same results, without the
+    rank-robust branch in the traced program (docs/concepts/solve.md).
+
+    **Arguments:**
+
+    - `start`: the index of the quaternion's first (scalar) coordinate in $q$.
+    - `name`: used in error messages; defaults to `"unit quaternion at <start>"`.
+
+    **Example:** `cx.UnitQuaternion(3)` keeps $q_{3:7}$ on the unit sphere.
+    """
+
+    start: int = eqx.field(static=True)
+    name: str = eqx.field(static=True)
+    holonomic: ClassVar[bool] = True
+    linear_in_velocity: ClassVar[bool] = True
+
+    def __init__(self, start: int, name: str | None = None):
+        if isinstance(start, bool) or not isinstance(start, (int, np.integer)) or start < 0:
+            raise TypeError(f"cx.UnitQuaternion: `start` must be a non-negative int, got {start!r}")
+        self.start = int(start)
+        self.name = name if name is not None else f"unit quaternion at {self.start}"
+
+    def _x(self, q):
+        return q[self.start : self.start + 4]
+
+    @property
+    def has_position_rows(self) -> bool:
+        return True
+
+    def position_residual(self, t, q, p):
+        x = self._x(q)
+        return jnp.atleast_1d(x @ x - 1.0)
+
+    def velocity_residual(self, t, q, qd, p):
+        return jnp.atleast_1d(2.0 * self._x(q) @ self._x(qd))
+
+    def count_rows(self, t, q, qd, p):
+        n = jnp.shape(q)[0]
+        if self.start + 4 > n:
+            raise ValueError(
+                f"{_label(self)}: the quaternion q[{self.start}:{self.start + 4}] does not fit "
+                f"in the {n} coordinates"
+            )
+        return 1, 1
+
+    def terms(self, t, q, qd, p, bias):
+        x, xd = self._x(q), self._x(qd).astype(q.dtype)
+        A = jnp.zeros((1, q.shape[0]), q.dtype).at[0, self.start : self.start + 4].set(2.0 * x)
+        c_bias = jnp.atleast_1d(2.0 * xd @ xd) if bias else None
+        return A, jnp.atleast_1d(2.0 * x @ xd), c_bias
+
+
+def distinct_unit_quaternions(constraints) -> bool:
+    """Whether `constraints` are one or more `UnitQuaternion`s of quaternions that share no
+    coordinate (rows that can never lose rank)."""
+    if not constraints or not all(isinstance(c, UnitQuaternion) for c in constraints):
+        return False
+    starts = sorted(c.start for c in constraints)
+    return all(b - a >= 4 for a, b in zip(starts[:-1], starts[1:], strict=True))
 
 
 class Pfaffian(AbstractConstraint):

@@ -25,7 +25,7 @@ from ._prescriptions import (
     prescribed_split,
     prescribed_terms,
 )
-from ._solve import AbstractConstraintSolver, AutoSolver
+from ._solve import AbstractConstraintSolver, AutoSolver, for_rows
 from ._stabilisation import AbstractStabilisation, StepTerms, unstabilised
 from ._state import as_time, check_state
 from ._system import System
@@ -138,6 +138,7 @@ def _step(
     (`AbstractConstraintSolver.factor`'s `inactive`)."""
     if mask.shape[0] == 0:
         stabilisation = None  # nothing to project or relax
+    solver = for_rows(solver, system.constraints)
     # The bias terms at the state's velocity, unless the stabilisation evaluates them at
     # a velocity of its own.
     bias = stabilisation is None or stabilisation.bias_at_state_velocity
@@ -210,6 +211,8 @@ def project_state(
     coordinates by one Gauss–Newton step on the holonomic rows,
     $q_P = q - W^{-1}G^\top(GW^{-1}G^\top)^+ g$ (then the velocity at $q_P$: a second
     factorisation of $(W, A)$) (`StepProjection`)."""
+
+    solver = for_rows(solver, system.constraints)
 
     def factor(q):
         A, c, _ = constraint_terms(system, t, q, qd, p, bias=False)
@@ -296,7 +299,7 @@ def accelerations(
         reactions_curl=R - R_mult,
         force=step.force,
         reaction_power=step.qd_used @ R,
-        rank=constraint_solver.rank(step.state),
+        rank=for_rows(constraint_solver, system.constraints).rank(step.state),
         velocity=step.q_dot,
         acceleration_residual=residual,
     )

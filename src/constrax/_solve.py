@@ -546,3 +546,15 @@ class AutoSolver(AbstractConstraintSolver):
 
     def rank(self, state):
         return state.rank
+
+
+def for_rows(solver: AbstractConstraintSolver, constraints) -> AbstractConstraintSolver:
+    """`solver` for a system with `constraints`: `AutoSolver` is `KKT` (its pivot test at
+    `switch_rtol`, or `KKT`'s default) where the rows cannot lose rank, all of them
+    `cx.UnitQuaternion`s of distinct quaternions: there its switch would always take the
+    LU, and the rank-robust branch is left out of the program."""
+    from ._constraints import distinct_unit_quaternions
+
+    if type(solver) is AutoSolver and distinct_unit_quaternions(constraints):
+        return KKT(pivot_rtol=solver.switch_rtol)
+    return solver

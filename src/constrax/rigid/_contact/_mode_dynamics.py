@@ -63,7 +63,7 @@ from jaxtyping import Array
 from ..._dynamics import _step
 from ..._layout import row_layout
 from ..._prescriptions import DAlembert
-from ..._solve import AutoSolver
+from ..._solve import AutoSolver, for_rows
 from ..._system import System
 from .._kinematics._so3 import safe_rsqrt, safe_sqrt
 from ._frictional_contact import ROLLING, SEPARATED, SLIDING, FrictionalContact
@@ -164,7 +164,7 @@ class _Model(eqx.Module):
         system = self.full_system()
         mask = row_layout(system, t, q, qd, p).mask
         active = self.active_rows(modes, mask.shape[0])
-        solver = AutoSolver()
+        solver = for_rows(AutoSolver(), system.constraints)  # as `_step` takes it
         step = _step(
             system,
             DAlembert(),

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..._constraints import AbstractConstraint, Holonomic
+from ..._constraints import AbstractConstraint, UnitQuaternion
 from ._armature import actuator_reflected, dof_armature
 from ._kinematic_tree import KinematicTree, _mm
 from ._mjcf_checks import _BALL, _FREE, _HINGE, _SLIDE, fixed_tendon_wraps
@@ -234,7 +234,7 @@ def model_force(m, mujoco, tree: KinematicTree, transmissions, control) -> Calla
 
 def norm_rows(m, mujoco) -> list[AbstractConstraint]:
     r"""The unit-norm rows $x\cdot x - 1 = 0$ of the quaternion of every ball and free joint,
-    one `Holonomic` each, named `"<joint>.orientation"`."""
+    one `UnitQuaternion` each, named `"<joint>.orientation"`."""
     O = mujoco.mjtObj
     constraints: list[AbstractConstraint] = []
     for j in range(m.njnt):
@@ -242,10 +242,5 @@ def norm_rows(m, mujoco) -> list[AbstractConstraint]:
         if typ in (_FREE, _BALL):
             s = a + 3 if typ == _FREE else a
             jn = mujoco.mj_id2name(m, O.mjOBJ_JOINT, j) or f"joint{j}"
-
-            def norm(t, q, p, s=s):
-                x = q[s : s + 4]
-                return jnp.atleast_1d(x @ x - 1.0)
-
-            constraints.append(Holonomic(norm, name=f"{jn}.orientation"))
+            constraints.append(UnitQuaternion(s, name=f"{jn}.orientation"))
     return constraints
