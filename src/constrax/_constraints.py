@@ -238,7 +238,10 @@ class UnitQuaternion(AbstractConstraint):
     all `UnitQuaternion`s of distinct quaternions (a free rigid body, an imported MJCF tree
     without equality constraints: `cx.rigid.from_mjcf` builds them so) can therefore not
     lose rank, and `cx.AutoSolver()` runs it as `cx.KKT()`: the same results, without the
-    rank-robust branch in the traced program (docs/concepts/solve.md).
+    rank-robust branch in the traced program (docs/concepts/solve.md). Its saddle matrix
+    is singular only where the mass matrix is (on $\ker A$); there, or where its pivots
+    fall below `KKT`'s test ($100\epsilon$ relative), `KKT`'s error is raised (the
+    imported humanoid's smallest pivot ratio over 512 random states: $5.5\times10^{-4}$).
 
     **Arguments:**
 
