@@ -479,14 +479,31 @@ def test_auto_solver_is_kkt_where_every_row_is_a_unit_quaternion():
         assert for_rows(cx.AutoSolver(), rows) == cx.AutoSolver()
     assert for_rows(cx.UdwadiaKalaba(), quats) == cx.UdwadiaKalaba()
 
-    def final(v, solver):
+    def final(v, solver, system=system):
         tr = cx.simulate(system, q, v, t1=0.05, constraint_solver=solver)
         return jnp.sum(tr.q[-1] ** 2)
 
+    def count(f):
+        def walk(jaxpr):
+            return sum(
+                1 + sum(walk(sub) for sub in jax.extend.core.jaxprs_in_params(e.params))
+                for e in jaxpr.eqns
+            )
+
+        return walk(jax.make_jaxpr(jax.grad(f))(qd).jaxpr)
+
     auto, kkt = (lambda v: final(v, cx.AutoSolver())), (lambda v: final(v, cx.KKT()))
-    count = lambda f: len(jax.make_jaxpr(jax.grad(f))(qd).jaxpr.eqns)  # noqa: E731
     assert count(auto) == count(kkt)
     np.testing.assert_allclose(jax.jit(jax.grad(auto))(qd), jax.jit(jax.grad(kkt))(qd), rtol=1e-12)
+    # The same norms as `cx.Holonomic` rows: AutoSolver keeps its switch, a larger program.
+    norms = [
+        cx.Holonomic(lambda t, q, p, s=s: q[s : s + 4] @ q[s : s + 4] - 1.0, name=f"norm{s}")
+        for s in (3, 10)
+    ]
+    holonomic = _two_free_bodies(norms)[0]
+    assert count(lambda v: final(v, cx.AutoSolver(), holonomic)) > count(
+        lambda v: final(v, cx.KKT(), holonomic)
+    )
     acc = cx.accelerations(system, 0.0, q, qd)
     np.testing.assert_allclose(
         acc.qdd,
