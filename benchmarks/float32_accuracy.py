@@ -61,17 +61,13 @@ ZOO = (
 
 
 def _model(mujoco, name: str):
+    """gymnasium's `<name>.xml` as `benchmarks/mjcf_humanoid.py` loads it."""
     import gymnasium
 
-    path = os.path.join(
-        os.path.dirname(gymnasium.__file__), "envs", "mujoco", "assets", f"{name}.xml"
-    )
-    m = mujoco.MjModel.from_xml_path(path)
-    m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT) | int(
-        mujoco.mjtDisableBit.mjDSBL_LIMIT
-    )
-    m.opt.solver = int(mujoco.mjtSolver.mjSOL_NEWTON)  # MJX has no PGS; no constraints anyway
-    return m
+    from benchmarks.mjcf_humanoid import _model as load
+
+    assets = os.path.join(os.path.dirname(gymnasium.__file__), "envs", "mujoco", "assets")
+    return load(mujoco, os.path.join(assets, f"{name}.xml"), True)
 
 
 def _floats(tree, dtype):

@@ -208,14 +208,10 @@ def test_pfaffian_position_rows_are_checked():
 def _free_body_with_a_spring():
     """A free rigid body in (position, unit quaternion) coordinates, with a spring to the
     origin and a torque-free spin: the quaternion's norm row is its only constraint."""
-    inertia = jnp.array([1.0, 2.0, 3.0])
+    body = cx.rigid.RigidBody(1.0, jnp.array([1.0, 2.0, 3.0]), name="body")
 
     def L(t, q, qd, p):
-        x, xd = q[3:], qd[3:]
-        w, u = x[0], x[1:]
-        wd, ud = xd[0], xd[1:]
-        omega = 2.0 * (w * ud - wd * u - jnp.cross(ud, u)) / (x @ x)  # body rate
-        return 0.5 * qd[:3] @ qd[:3] + 0.5 * omega @ (inertia * omega) - 0.5 * q[:3] @ q[:3]
+        return body.kinetic_energy(q, qd) - 0.5 * q[:3] @ q[:3]
 
     q = jnp.array([0.3, -0.2, 0.1, 0.8, 0.2, -0.4, 0.4])
     q = q.at[3:].set(q[3:] / jnp.linalg.norm(q[3:]))

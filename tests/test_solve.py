@@ -445,15 +445,11 @@ def test_one_large_saddle_system_is_solved_by_lapack_and_a_batch_by_substitution
 def _two_free_bodies(constraints):
     """Two free bodies in (position, unit quaternion) coordinates, 14 of them, with springs
     to the origin."""
-    inertia = jnp.array([1.0, 2.0, 3.0])
-
-    def kinetic(q, qd):
-        x, xd = q[3:], qd[3:]
-        omega = 2.0 * (x[0] * xd[1:] - xd[0] * x[1:] - jnp.cross(xd[1:], x[1:])) / (x @ x)
-        return 0.5 * qd[:3] @ qd[:3] + 0.5 * omega @ (inertia * omega) - 0.5 * q[:3] @ q[:3]
+    body = cx.rigid.RigidBody(1.0, jnp.array([1.0, 2.0, 3.0]), name="body")
 
     def L(t, q, qd, p):
-        return kinetic(q[:7], qd[:7]) + kinetic(q[7:], qd[7:])
+        spring = 0.5 * (q[:3] @ q[:3] + q[7:10] @ q[7:10])
+        return body.kinetic_energy(q[:7], qd[:7]) + body.kinetic_energy(q[7:], qd[7:]) - spring
 
     rng = np.random.default_rng(0)
     q, qd = rng.normal(size=14), rng.normal(size=14)

@@ -281,7 +281,8 @@ def accelerations(
     p = check_finite(p, "p", where)
     if mu is not None:
         mu = check_finite(mu, "mu", where)
-    step = _step(system, prescription, constraint_solver, stabilisation, t, q, qd, mu, p, mask)
+    solver = for_rows(constraint_solver, system.constraints)
+    step = _step(system, prescription, solver, stabilisation, t, q, qd, mu, p, mask)
     residual = step.A @ step.qdd - step.b
     R_mult = step.A.T @ step.lam
     if prescription.multiplier_state:
@@ -299,7 +300,7 @@ def accelerations(
         reactions_curl=R - R_mult,
         force=step.force,
         reaction_power=step.qd_used @ R,
-        rank=for_rows(constraint_solver, system.constraints).rank(step.state),
+        rank=solver.rank(step.state),
         velocity=step.q_dot,
         acceleration_residual=residual,
     )

@@ -36,6 +36,7 @@ from jax import custom_batching
 from jaxtyping import Array, Float, Int
 
 from . import _lapack as lapack
+from ._constraints import distinct_unit_quaternions
 from ._guards import checked
 from ._precision import full_precision
 from ._tolerances import pivot_rtol, rank_rtol, switch_rtol
@@ -553,8 +554,6 @@ def for_rows(solver: AbstractConstraintSolver, constraints) -> AbstractConstrain
     `switch_rtol`, or `KKT`'s default) where the rows cannot lose rank, all of them
     `cx.UnitQuaternion`s of distinct quaternions: there its switch would always take the
     LU, and the rank-robust branch is left out of the program."""
-    from ._constraints import distinct_unit_quaternions
-
     if type(solver) is AutoSolver and distinct_unit_quaternions(constraints):
         return KKT(pivot_rtol=solver.switch_rtol)
     return solver

@@ -26,12 +26,13 @@ def _disabled(m, bit) -> bool:
 
 
 def _rotation_np(quat) -> np.ndarray:
-    """`quaternion_to_rotation` of a model constant, in numpy's float64 whatever JAX's x64
-    setting (a float32 process imports the same geometry, without a dtype warning)."""
-    x = np.asarray(quat, dtype=np.float64)
-    w, (a, b, c) = x[0], x[1:]
-    V = np.array([[0.0, -c, b], [c, 0.0, -a], [-b, a, 0.0]])
-    return np.eye(3) + 2.0 / (x @ x) * (w * V + V @ V)
+    """The rotation matrix of a model constant's quaternion by MuJoCo's `mju_quat2Mat`, in
+    float64 whatever JAX's x64 setting (a float32 process imports the same geometry)."""
+    import mujoco
+
+    out = np.zeros(9)
+    mujoco.mju_quat2Mat(out, np.asarray(quat, dtype=np.float64))
+    return out.reshape(3, 3)
 
 
 def _poly(m, field: str, count: int) -> np.ndarray:

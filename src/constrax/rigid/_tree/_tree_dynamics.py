@@ -373,11 +373,10 @@ class TreeDynamics(AbstractDynamics):
             E = E.at[rows, cols].set(block)
         return E
 
-    def _qvel_and_rate(self, q, qd, E=None):
-        r"""$E$, $v = E\dot q$ and $\dot E\dot q$ (zero but on quaternions:
-        $-2(x\cdot\dot x)\Omega/|x|^2$); `E` if given is `qvel_map(q)`."""
+    def _qvel_and_rate(self, q, qd, E):
+        r"""$v = E\dot q$ and $\dot E\dot q$ (zero but on quaternions:
+        $-2(x\cdot\dot x)\Omega/|x|^2$), `E` being `qvel_map(q)`."""
         L = self.layout
-        E = self.qvel_map(q) if E is None else E
         v = E @ qd
         Edq = jnp.zeros_like(v)
         if L.quat_q.size:
@@ -387,7 +386,7 @@ class TreeDynamics(AbstractDynamics):
             Om = v[vi]
             scale = -2.0 * jnp.sum(x * xd, -1) / jnp.sum(x * x, -1)
             Edq = Edq.at[vi].set(scale[:, None] * Om)
-        return E, v, Edq
+        return v, Edq
 
     def _state(self, q, qd):
         q = _vector(q, "q", self.layout.nq, "nq")
@@ -425,19 +424,8 @@ class TreeDynamics(AbstractDynamics):
         ($W = \partial^2L/\partial\dot q^2$,
         $f_0 = \partial L/\partial q - (\partial^2L/\partial\dot q\,\partial q)\dot q$);
         `t` is ignored; with `bias=False`, `(W, None)`."""
-        if not bias:
-            return self.euler_lagrange_split(t, q, qd, p)[0], None
-        q, qd = self._state(q, qd)
-        dt = q.dtype
-        S, R, t, _ = self._subspaces(q)
-        M = self._crb(S, R, t, p, dt)
-        E, v, Edq = self._qvel_and_rate(q, qd)
-        c = self._rne(S, R, t, v, jnp.zeros_like(v), p, dt)
-        if self._plain:
-            return M, -(M @ Edq + c) + self._spring_force(q, p)
-        W = E.T @ M @ E
-        f0 = -(E.T @ (M @ Edq + c)) + self._spring_force(q, p)
-        return W, f0
+        W, rhs = self.euler_lagrange_split(t, q, qd, p)
+        return W, rhs(qd) if bias else None
 
     def euler_lagrange_rhs(
         self, t, q: Float[Array, " nq"], qd: Float[Array, " nq"], p: dict
@@ -449,7 +437,7 @@ class TreeDynamics(AbstractDynamics):
 
     def _rhs(self, q, kinematics, E, qd, p):
         qd = _vector(qd, "qd", self.layout.nq, "nq").astype(q.dtype)
-        _, v, Edq = self._qvel_and_rate(q, qd, E)
+        v, Edq = self._qvel_and_rate(q, qd, E)
         tau = self._rne(*kinematics, v, Edq, p, q.dtype)
         if not self._plain:
             tau = E.T @ tau
