@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import constrax as cx
+from constrax._solvers import EulerFirstSameAsLast
 
 
 def _pendulum():
@@ -157,26 +158,58 @@ def _field_call_sites(jaxpr) -> int:
     return n
 
 
+def _while_loops(jaxpr) -> int:
+    """How many `while` loops the program holds, counted through every sub-program."""
+    n = 0
+    for eqn in jaxpr.eqns:
+        n += eqn.primitive.name == "while"
+        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+            n += _while_loops(sub)
+    return n
+
+
 @pytest.mark.parametrize("solver", [diffrax.Euler(), cx.SemiImplicitEuler()])
-def test_carried_field_solvers_hold_one_copy_of_the_field(solver):
+def test_carried_field_solvers_evaluate_the_field_once_per_step_with_no_loop_in_the_step(solver):
     """Under the default `StepProjection` a one-stage fixed-step solver carries the field
-    at each step's end; its first step also evaluates the field at the start. Both are
-    the iterations of one loop, so the program holds the field once, and its reverse pass
-    as often as a Runge–Kutta step's (`diffrax.Tsit5`, whose stages are one loop too); a
-    `cond` on the fresh evaluation made them two and six, and doubled the compile time."""
+    at each step's end to the next step; the field at the initial state is evaluated once,
+    before the first step (`init`). So a step is one evaluation with no loop in it: the
+    run holds as many loops as `diffrax.Euler` without stabilisation (diffrax's own), and
+    the field twice (the initial state, the step). The earlier form, a loop of up to two
+    evaluations in every step, cost the 5-link chain's batched Euler gradient 1.4x the
+    time (benchmarks/results/reverse_cost_cpu.md)."""
     model = cx.models.pendulum_chain(3, "maximal")
 
-    def sites(solver):
+    def jaxpr(solver, **options):
         def run(qd0):
-            return _fixed(model.system, model.q0, qd0, model.params, solver, 1e-2, 5).q[-1]
+            traj = _fixed(model.system, model.q0, qd0, model.params, solver, 1e-2, 5, **options)
+            return traj.q[-1]
 
-        loss = lambda qd0: jnp.sum(run(qd0) ** 2)  # noqa: E731
-        forward = _field_call_sites(jax.make_jaxpr(run)(model.qd0).jaxpr)
-        return forward, _field_call_sites(jax.make_jaxpr(jax.grad(loss))(model.qd0).jaxpr)
+        return jax.make_jaxpr(run)(model.qd0).jaxpr
 
-    forward, reverse = sites(solver)
-    assert forward == 1
-    assert reverse == sites(diffrax.Tsit5())[1]
+    plain = jaxpr(diffrax.Euler(), stabilisation=None)
+    assert _while_loops(jaxpr(solver)) == _while_loops(plain)
+    assert _field_call_sites(jaxpr(solver)) == 2
+    assert _field_call_sites(plain) == 1
+
+
+def test_a_position_projection_makes_a_carried_field_solver_evaluate_the_field_afresh():
+    """Under `StepProjection(positions=True)` the field a carried-field solver holds at a
+    step's end is that of the coordinates before their projection: the step after it
+    evaluates the field afresh at the projected state (diffrax's `made_jump`), so the run
+    is the one of `diffrax.Euler` projected after every step. A stale field would move
+    the state by the position correction."""
+    model = cx.models.pendulum_chain(3, "maximal")
+    stab = cx.StepProjection(positions=True)
+    qd0 = model.qd0 * 3.0
+    ref = _fixed(model.system, model.q0, qd0, model.params, diffrax.Euler(), 2e-2, 40,
+                 stabilisation=stab)  # fmt: skip
+    out = _fixed(model.system, model.q0, qd0, model.params, EulerFirstSameAsLast(), 2e-2, 40,
+                 stabilisation=stab)  # fmt: skip
+    np.testing.assert_allclose(out.q, ref.q, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(out.qd, ref.qd, rtol=1e-12, atol=1e-13)
+    # The correction is not negligible here: the unprojected run drifts off the rows.
+    loose = _fixed(model.system, model.q0, qd0, model.params, diffrax.Euler(), 2e-2, 40)
+    assert float(jnp.max(jnp.abs(loose.q[-1] - ref.q[-1]))) > 1e-6
 
 
 @pytest.mark.parametrize("solver", [diffrax.Euler(), cx.SemiImplicitEuler()])

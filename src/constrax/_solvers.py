@@ -10,10 +10,12 @@ r"""Fixed-step solvers that carry the vector field at the end of each step
   evaluated once and handed to the next step as its first stage (how `cx.StepProjection`
   runs `diffrax.Euler`: the projection then reads the projected velocity off that field).
 
-Both keep diffrax's first-same-as-last solver state, `(first_step, f1)`: a step evaluates
-the field once, at its end, and the projection of `cx.StepProjection` reads the projected
-velocity off it at no cost (`_step_projection.py`). Neither estimates its error: like
-`diffrax.Euler`, an adaptive step-size controller refuses them.
+Both keep diffrax's first-same-as-last solver state, `(first_step, f1)`: `init` evaluates
+the field at the initial state, a step evaluates it once, at its end, with no loop in the
+step (a loop of two evaluations only after a jump), and the projection of
+`cx.StepProjection` reads the projected velocity off it at no cost
+(`_step_projection.py`). Neither estimates its error: like `diffrax.Euler`, an adaptive
+step-size controller refuses them.
 """
 
 import abc
@@ -36,10 +38,11 @@ class AbstractCarriedFieldSolver(diffrax.AbstractSolver):
         diffrax.LocalLinearInterpolation
     )
     scan_kind: Literal["lax", "checkpointed", "bounded"] | None = None
-    """The kind of the loop over a step's evaluations (`equinox.internal.while_loop`), as
-    the `scan_kind` of diffrax's Runge–Kutta solvers: `None` (`"checkpointed"`) for reverse
-    mode, `"lax"` under `diffrax.ForwardMode`, `"bounded"` under `diffrax.DirectAdjoint`
-    (`cx.simulate` sets it from its `adjoint`, `for_adjoint`)."""
+    """The kind of the loop over a step's two evaluations after a jump
+    (`equinox.internal.while_loop`), as the `scan_kind` of diffrax's Runge–Kutta solvers:
+    `None` (`"checkpointed"`) for reverse mode, `"lax"` under `diffrax.ForwardMode`,
+    `"bounded"` under `diffrax.DirectAdjoint` (`cx.simulate` sets it from its `adjoint`,
+    `for_adjoint`)."""
 
     @abc.abstractmethod
     def advance(self, y0, f0, dt):
@@ -49,17 +52,23 @@ class AbstractCarriedFieldSolver(diffrax.AbstractSolver):
         return 1
 
     def init(self, terms, t0, t1, y0, args):
-        return jnp.array(True), jax.tree.map(jnp.zeros_like, y0)
+        """`(False, f(t0, y0))`: the field at the initial state, evaluated once before the
+        first step, so that a step evaluates the field once, at its end, with no loop."""
+        return jnp.array(False), terms.vf(t0, y0, args)
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         first_step, carried = solver_state
         dt = terms.contr(t0, t1)
-        # The first step, or one after a jump: the carried field is not the field at y0,
-        # and the step evaluates it too (for the whole of a `vmap`ped batch if for any
-        # element, as diffrax's first-same-as-last solvers do). Both evaluations are the
-        # iterations of one loop, as diffrax runs the stages of a Runge–Kutta step, so that
-        # the field is traced once, not twice (a `lax.cond` on a fresh evaluation doubled
-        # the compile time of a run and of its gradient).
+        if made_jump is False:  # diffrax's static "no jump": the carried field is f(t0, y0)
+            y1 = self.advance(y0, carried, dt)
+            f1 = terms.vf(t1, y1, args)
+            return y1, None, dict(y0=y0, y1=y1), (jnp.array(False), f1), diffrax.RESULTS.successful
+        # After a jump (or where a wrapper changed the state between steps and says so by
+        # `made_jump`, as `cx.StepProjection(positions=True)` does): the carried field is
+        # not the field at y0, and the step evaluates it too (for the whole of a `vmap`ped
+        # batch if for any element, as diffrax's first-same-as-last solvers do). Both
+        # evaluations are the iterations of one loop, as diffrax runs the stages of a
+        # Runge–Kutta step, so that the field is traced once in the step, not twice.
         fresh = eqxi.unvmap_any(first_step | made_jump)
 
         def evaluate(val):

@@ -134,6 +134,11 @@ class ProjectedSolver(ForwardingSolver):
         return projected_interpolation(self.solver.interpolation_cls)
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        if self.positions and carries_end_field(self.solver):
+            # The field the solver carries is that of the state before its coordinates were
+            # projected: a jump at t0 for the solver, which evaluates the field afresh at
+            # the projected state, or a position correction leaves its first stage stale.
+            made_jump = True
         y1, y_error, dense_info, solver_state, result = self.solver.step(
             terms, t0, t1, y0, args, solver_state, made_jump
         )
@@ -142,11 +147,6 @@ class ProjectedSolver(ForwardingSolver):
             y_p = (y1[0], carried[0], *y1[2:])  # the field's dq/dt at (t1, y1) is qd_P
         else:
             y_p = self.field.project(t1, y1, args, self.positions)
-            if carried is not None:
-                # The carried field is that of the unprojected state: evaluate it afresh
-                # at the projected one (diffrax's `first_step` flag), or a position
-                # correction leaves the next step's first stage stale.
-                solver_state = (jnp.array(True), solver_state[1])
         correction = jax.tree.map(lambda a, b: a - b, y_p, y1)
         return y_p, y_error, dict(dense_info, correction=correction), solver_state, result
 
