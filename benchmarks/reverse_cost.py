@@ -38,7 +38,6 @@ import argparse
 import dataclasses
 import os
 import sys
-import time
 
 if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -55,7 +54,7 @@ import constrax as cx  # noqa: E402
 from benchmarks._cases import require_x64  # noqa: E402
 from benchmarks._report import loadavg, machine_info, md_table, write_results  # noqa: E402
 from benchmarks.batch_rollouts import MODELS, _cast, _compile, _rollout, _time  # noqa: E402
-from benchmarks.field_cost import _ProjectionSolveOnly, _SecondPass  # noqa: E402
+from benchmarks.field_cost import _compiled, _ProjectionSolveOnly, _SecondPass  # noqa: E402
 from constrax._layout import row_layout  # noqa: E402
 from constrax._simulate import _VectorField  # noqa: E402
 from constrax._tolerances import consistency_rtol  # noqa: E402
@@ -96,16 +95,6 @@ def _fields(system, mask) -> dict:
     }
 
 
-def _loop(body, x0, evals: int):
-    """One jitted `fori_loop` of `evals` calls of `body(i, x) -> x`, compiled, and the
-    seconds its lowering and compilation took."""
-    start = time.perf_counter()
-    loop = jax.jit(lambda x: jax.lax.fori_loop(0, evals, body, x)).lower(x0).compile()
-    compile_s = time.perf_counter() - start
-    jax.block_until_ready(loop(x0))
-    return loop, compile_s
-
-
 def field_rows(model: str, batch: int, evals: int, rounds: int) -> list[dict]:
     """Each field and its VJP under `vmap` over `batch` states, per element."""
     system, q, qd, p = MODELS[model](batch)
@@ -135,11 +124,10 @@ def field_rows(model: str, batch: int, evals: int, rounds: int) -> list[dict]:
             y = (y[0] + 1e-9 * gy[0], y[1] + 1e-9 * gy[1])
             return y, jax.tree.map(lambda a, b: a + 1e-12 * jnp.sum(b, 0), f, gf)
 
-        y0 = (q, qd)
-        fwd, fwd_s = _loop(body, y0, evals)
-        rev, rev_s = _loop(vjp_body, (y0, floats), evals)
-        calls[name], calls[name + " VJP"] = (fwd, (y0,)), (rev, ((y0, floats),))
-        compile_s[name] = [round(fwd_s, 2), round(rev_s, 2)]
+        fwd, rev = _compiled(body, (q, qd), evals), _compiled(vjp_body, ((q, qd), floats), evals)
+        calls[name] = (fwd["loop"], (fwd["x0"],))
+        calls[name + " VJP"] = (rev["loop"], (rev["x0"],))
+        compile_s[name] = [round(fwd["compile_s"], 2), round(rev["compile_s"], 2)]
     best = _time(calls, rounds)
     rows = []
     for name in compile_s:

@@ -196,6 +196,16 @@ def test_device_benchmark_runs_both_precisions_and_reports(tmp_path):
     assert "Gradient over forward" in md
 
 
+def _run_quick(module: str, out) -> None:
+    """`python -m <module> --quick --out <out>` in a fresh process (x64 as the script sets
+    it, the checkout's `src` first on the path); fails with its stderr if it fails."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}
+    env["PYTHONPATH"] = os.pathsep.join([str(_ROOT / "src"), env.get("PYTHONPATH", "")])
+    cmd = [sys.executable, "-m", module, "--quick", "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, cwd=_ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
 @pytest.mark.slow
 def test_float32_accuracy_benchmark_runs_and_float32_keeps_its_digits(tmp_path):
     """`benchmarks/float32_accuracy.py --quick`: the imported humanoid's float32
@@ -205,11 +215,7 @@ def test_float32_accuracy_benchmark_runs_and_float32_keeps_its_digits(tmp_path):
     epsilon of float64 (at most 9.3e-7 measured)."""
     pytest.importorskip("mujoco")
     pytest.importorskip("gymnasium")
-    env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}
-    env["PYTHONPATH"] = os.pathsep.join([str(_ROOT / "src"), env.get("PYTHONPATH", "")])
-    cmd = [sys.executable, "-m", "benchmarks.float32_accuracy", "--quick", "--out", str(tmp_path)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, cwd=_ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    _run_quick("benchmarks.float32_accuracy", tmp_path)
     result = json.loads((tmp_path / "float32_accuracy_cpu.json").read_text())
     assert [r["offset_m"] for r in result["rows"]] == [0.0, 100.0]
     for r in result["rows"]:
@@ -222,3 +228,21 @@ def test_float32_accuracy_benchmark_runs_and_float32_keeps_its_digits(tmp_path):
         "## `cx.models`: float32 against float64 constrax"
         in (tmp_path / "float32_accuracy_cpu.md").read_text()
     )
+
+
+@pytest.mark.slow
+def test_reverse_cost_benchmark_runs_and_reports_every_field(tmp_path):
+    """`benchmarks/reverse_cost.py --quick` (the snake cart, a batch of 8): every field of
+    the table and its VJP are timed, a VJP costs more than its field, and the gradient of
+    a batched rollout more than its forward pass, like for like and with the defaults."""
+    _run_quick("benchmarks.reverse_cost", tmp_path)
+    result = json.loads((tmp_path / "reverse_cost_cpu.json").read_text())
+    fields = {r["field"]: r for r in result["fields"]}
+    assert len(fields) == 7 and all(r["model"] == "snake cart" for r in fields.values())
+    for r in fields.values():
+        assert r["vjp_us"] > r["us"] > 0, r
+    assert [r["solver"] for r in result["gradients"]] == ["Euler", "Tsit5"]
+    for r in result["gradients"]:
+        assert r["like for like gradient / forward"] > 1 and r["defaults gradient / forward"] > 1
+    md = (tmp_path / "reverse_cost_cpu.md").read_text()
+    assert "## The gradient of batched rollouts over their forward pass" in md

@@ -309,3 +309,21 @@ def test_trajectory_optimisation_page_quotes_the_committed_trajopt_run():
     for pair in result["interleaved"]:
         claims.append(f"{pair['ratio_min']:.2f}")
     assert missing(page, claims) == []
+
+
+def test_benchmarks_page_quotes_the_committed_reverse_cost_run():
+    """The gradient-over-forward ranges the benchmarks page quotes are those of
+    `benchmarks/results/reverse_cost_cpu.json`, and the page includes its table."""
+    result = json.loads((RESULTS / "reverse_cost_cpu.json").read_text())
+    rows = result["gradients"]
+    like = _range(r["like for like gradient / forward"] for r in rows)
+    defaults = _range(r["defaults gradient / forward"] for r in rows)
+    over = _range(r["defaults gradient / like for like gradient"] for r in rows)
+    claims = [
+        f"**Like for like, the gradient of a batched rollout costs {like}x its forward pass**, "
+        f"with the defaults {defaults}x",
+        f"**The defaults cost {over}x like for like in the gradient.**",
+    ]
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert missing(page, claims) == []
+    assert '--8<-- "benchmarks/results/reverse_cost_cpu.md"' in page
