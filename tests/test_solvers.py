@@ -175,8 +175,9 @@ def test_carried_field_solvers_evaluate_the_field_once_per_step_with_no_loop_in_
     before the first step (`init`). So a step is one evaluation with no loop in it: the
     run holds as many loops as `diffrax.Euler` without stabilisation (diffrax's own), and
     the field twice (the initial state, the step). The earlier form, a loop of up to two
-    evaluations in every step, cost the 5-link chain's batched Euler gradient 1.4x the
-    time (benchmarks/results/reverse_cost_cpu.md)."""
+    evaluations in every step, took the 5-link chain's batched Euler gradient with the
+    defaults to 1.85x like for like's, 1.53x without it
+    (benchmarks/results/reverse_cost_cpu.md, the runs before and after)."""
     model = cx.models.pendulum_chain(3, "maximal")
 
     def jaxpr(solver, **options):
