@@ -159,15 +159,28 @@ def bench(model: str, batch: int, solvers, steps: int, rounds: int, dtype) -> li
     return rows
 
 
+def float_params(p: dict) -> dict:
+    """The floating-point parameters of `p` (what a gradient is taken with respect to)."""
+    return {k: v for k, v in p.items() if jnp.issubdtype(jnp.asarray(v).dtype, jnp.floating)}
+
+
+def summed_final_state(system, p, solver, steps: int, options: dict):
+    """`loss(f, q, qd)`: the sum of squares of the final states of a batch of rollouts from
+    `(q, qd)`, with the floating-point parameters `f` in `p`: what the gradients of a
+    batched rollout differentiate."""
+
+    def loss(f, q, qd):
+        out = jax.vmap(_rollout(system, {**p, **f}, solver, steps, options))(q, qd)
+        return jnp.sum(out[0] ** 2) + jnp.sum(out[1] ** 2)
+
+    return loss
+
+
 def gradient_over_forward(batch: int, steps: int, rounds: int, dtype) -> dict:
     system, q, qd, p = MODELS["snake cart"](batch)
     q, qd, p = _cast(q, dtype), _cast(qd, dtype), _cast(p, dtype)
-    floats = {k: v for k, v in p.items() if jnp.issubdtype(jnp.asarray(v).dtype, jnp.floating)}
-
-    def forward(f, q, qd):
-        one = _rollout(system, {**p, **f}, diffrax.Tsit5(), steps, {})
-        out = jax.vmap(one)(q, qd)
-        return jnp.sum(out[0] ** 2) + jnp.sum(out[1] ** 2)
+    floats = float_params(p)
+    forward = summed_final_state(system, p, diffrax.Tsit5(), steps, {})
 
     calls, row = {}, dict(model="snake cart", batch=batch, steps=steps, solver="Tsit5")
     for name, fn in (("forward", forward), ("gradient", jax.grad(forward))):

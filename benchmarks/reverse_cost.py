@@ -52,8 +52,21 @@ import jax.numpy as jnp  # noqa: E402
 
 import constrax as cx  # noqa: E402
 from benchmarks._cases import require_x64  # noqa: E402
-from benchmarks._report import loadavg, machine_info, md_table, write_results  # noqa: E402
-from benchmarks.batch_rollouts import MODELS, _cast, _compile, _rollout, _time  # noqa: E402
+from benchmarks._report import (  # noqa: E402
+    loadavg,
+    machine_info,
+    machine_line,
+    md_table,
+    write_results,
+)
+from benchmarks.batch_rollouts import (  # noqa: E402
+    MODELS,
+    _cast,
+    _compile,
+    _time,
+    float_params,
+    summed_final_state,
+)
 from benchmarks.field_cost import _compiled, _ProjectionSolveOnly, _SecondPass  # noqa: E402
 from constrax._layout import row_layout  # noqa: E402
 from constrax._simulate import _VectorField  # noqa: E402
@@ -101,7 +114,7 @@ def field_rows(model: str, batch: int, evals: int, rounds: int) -> list[dict]:
     q, qd, p = _cast(q, jnp.float64), _cast(qd, jnp.float64), _cast(p, jnp.float64)
     t0 = jnp.zeros((), jnp.float64)
     mask = row_layout(system, t0, q[0], qd[0], p).mask
-    floats = {k: v for k, v in p.items() if jnp.issubdtype(jnp.asarray(v).dtype, jnp.floating)}
+    floats = float_params(p)
     rest = {k: v for k, v in p.items() if k not in floats}
     calls, compile_s = {}, {}
     for name, vf in _fields(system, mask).items():
@@ -144,19 +157,14 @@ def gradient_rows(model: str, batch: int, steps: int, rounds: int, solvers) -> l
     for like and with the defaults."""
     system, q, qd, p = MODELS[model](batch)
     q, qd, p = _cast(q, jnp.float64), _cast(qd, jnp.float64), _cast(p, jnp.float64)
-    floats = {k: v for k, v in p.items() if jnp.issubdtype(jnp.asarray(v).dtype, jnp.floating)}
+    floats = float_params(p)
     variants = {"like for like": dict(constraint_solver=cx.KKT(), stabilisation=None)}
     variants["defaults"] = {}
     rows = []
     for solver_name, solver in solvers.items():
         calls, row = {}, dict(model=model, batch=batch, steps=steps, solver=solver_name)
         for variant, options in variants.items():
-
-            def forward(f, q, qd, options=options, solver=solver):
-                one = _rollout(system, {**p, **f}, solver, steps, options)
-                out = jax.vmap(one)(q, qd)
-                return jnp.sum(out[0] ** 2) + jnp.sum(out[1] ** 2)
-
+            forward = summed_final_state(system, p, solver, steps, options)
             for kind, fn in (("forward", forward), ("gradient", jax.grad(forward))):
                 compiled, trace, xla = _compile(fn, (floats, q, qd))
                 calls[f"{variant} {kind}"] = (compiled, (floats, q, qd))
@@ -179,10 +187,9 @@ def _report(result: dict) -> str:
     lines = [
         "# The reverse pass of batched rollouts, taken apart (CPU)",
         "",
-        f"- date (UTC): {m['date_utc']}; machine: {m['cpu_model']}, {m['cpu_cores']} cores; "
-        f"load average at start {m['loadavg_at_start']}, at end {result['loadavg_at_end']}",
-        f"- versions: python {m['python']}, jax {m['jax']}, jaxlib {m['jaxlib']}, diffrax "
-        f"{m['diffrax']}, equinox {m['equinox']}; float64",
+        machine_line(m),
+        f"- versions: python {m['python']}, jaxlib {m['jaxlib']}, diffrax {m['diffrax']}, "
+        f"equinox {m['equinox']}; float64",
         f"- the field and its VJP (with respect to the state and the parameters) under `vmap` "
         f"over a batch of {result['batch']}, µs per element: one jitted `fori_loop` of "
         f"{result['evals']} evaluations of the batch per row, the loops of a model run in "
@@ -250,7 +257,7 @@ def main(out: str | None, quick: bool) -> dict:
     result["gradients"] = [
         row for m in models for row in gradient_rows(m, batch, steps, rounds, solvers)
     ]
-    result["loadavg_at_end"] = loadavg()
+    result["machine"]["loadavg_at_end"] = loadavg()
     report = _report(result)
     print(report)
     write_results(out, "reverse_cost_cpu", result, report)

@@ -62,14 +62,19 @@ class AbstractCarriedFieldSolver(diffrax.AbstractSolver):
         if made_jump is False:  # diffrax's static "no jump": the carried field is f(t0, y0)
             y1 = self.advance(y0, carried, dt)
             f1 = terms.vf(t1, y1, args)
-            return y1, None, dict(y0=y0, y1=y1), (jnp.array(False), f1), diffrax.RESULTS.successful
-        # After a jump (or where a wrapper changed the state between steps and says so by
-        # `made_jump`, as `cx.StepProjection(positions=True)` does): the carried field is
-        # not the field at y0, and the step evaluates it too (for the whole of a `vmap`ped
-        # batch if for any element, as diffrax's first-same-as-last solvers do). Both
-        # evaluations are the iterations of one loop, as diffrax runs the stages of a
-        # Runge–Kutta step, so that the field is traced once in the step, not twice.
-        fresh = eqxi.unvmap_any(first_step | made_jump)
+        else:
+            fresh = first_step | made_jump
+            f0, f1 = self._fresh_start(terms, t0, t1, dt, y0, args, fresh, carried)
+            y1 = self.advance(y0, f0, dt)
+        return y1, None, dict(y0=y0, y1=y1), (jnp.array(False), f1), diffrax.RESULTS.successful
+
+    def _fresh_start(self, terms, t0, t1, dt, y0, args, fresh, carried):
+        """`(f(t0, y0), f(t1, y1))` after a jump (or where a wrapper changed the state
+        between steps and says so by `made_jump`, as `cx.StepProjection(positions=True)`
+        does): the carried field is not the field at y0, and the step evaluates it too (for
+        the whole of a `vmap`ped batch if for any element, as diffrax's first-same-as-last
+        solvers do). Both evaluations are the iterations of one loop, as diffrax runs the
+        stages of a Runge–Kutta step, so that the field is traced once here, not twice."""
 
         def evaluate(val):
             i, f0, _ = val
@@ -78,14 +83,12 @@ class AbstractCarriedFieldSolver(diffrax.AbstractSolver):
             f = terms.vf(jnp.where(start, t0, t1), y, args)
             return i + 1, jax.tree.map(lambda a, b: jnp.where(start, a, b), f, f0), f
 
-        init = (jnp.where(fresh, 0, 1), carried, carried)
+        init = (jnp.where(eqxi.unvmap_any(fresh), 0, 1), carried, carried)
         _, f0, f1 = eqxi.while_loop(
             lambda val: val[0] < 2, evaluate, init, max_steps=2,
             kind="checkpointed" if self.scan_kind is None else self.scan_kind,
         )  # fmt: skip
-        y1 = self.advance(y0, f0, dt)
-        dense_info = dict(y0=y0, y1=y1)
-        return y1, None, dense_info, (jnp.array(False), f1), diffrax.RESULTS.successful
+        return f0, f1
 
     def func(self, terms, t0, y0, args):
         return terms.vf(t0, y0, args)
