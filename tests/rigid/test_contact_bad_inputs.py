@@ -216,3 +216,41 @@ def test_contact_built_inside_jit_on_a_traced_plane_normal_runs_and_checks_the_n
     assert abs(float(v) - 5 * V0 / 7) <= 1e-7  # rolls on at 5 v0 / 7
     with pytest.raises((*RUNTIME, ValueError), match=r"Plane: `normal` must be a unit vector"):
         jax.block_until_ready(jax.jit(final_v)(jnp.array([0.0, 0.0, 2.0])))
+
+
+@pytest.mark.parametrize(
+    "which, match",
+    [
+        ("q0", r"`q0` has non-finite entries \(at \[\[2\]\]: \[nan\]\)"),
+        ("qd0", r"`qd0` has non-finite entries \(at \[\[0\]\]: \[inf\]\)"),
+        ("p", r"`p\['mu_k'\]` has non-finite entries"),
+    ],
+)
+def test_non_finite_state_or_parameter_is_named_before_anything_compiles(which, match):
+    q0, qd0 = _state()
+    p = P
+    if which == "q0":
+        q0 = q0.at[2].set(jnp.nan)
+    elif which == "qd0":
+        qd0 = qd0.at[0].set(jnp.inf)
+    else:
+        p = {"mu_k": jnp.asarray(jnp.nan)}
+    with pytest.raises(ValueError, match=WHERE + match):
+        _run(q0, qd0, "sliding", p=p)
+
+
+def test_spherical_surface_radius_read_from_the_parameters_must_be_positive():
+    # A ball of radius 0.1 on top of a sphere of radius R = 1 at the origin: a radius of
+    # -1 read from the parameters used to run to the end with status 0.
+    contact = rg.FrictionalContact(
+        BALL,
+        rg.Sphere(0.1),
+        rg.SphericalSurface(lambda p: p["R"]),
+        static_friction=0.4,
+        kinetic_friction=0.2,
+    )
+    q0, qd0 = BALL.state(jnp.array([0.0, 0.0, 1.1]), jnp.eye(3), jnp.zeros(3), jnp.zeros(3))
+    with pytest.raises(
+        ValueError, match=WHERE + r"contact 'ball': the radius of the SphericalSurface"
+    ):
+        _run(q0, qd0, "rolling", p={"R": jnp.asarray(-1.0)}, contact=contact)

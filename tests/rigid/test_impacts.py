@@ -247,3 +247,70 @@ def test_zeno_budget_message_names_the_threshold():
     contact = eqx.tree_at(lambda c: c.restitution_threshold, CONTACT, jnp.asarray(1e-6))
     with pytest.raises(RuntimeError, match=r"max_switches=12.*restitution_threshold"):
         _run(_params(e=0.9), *_state(0.05), t1=2.0, contact=contact)
+
+
+# ----------------------------------------------------------------------------------------
+# Two balls that touch down at one instant: their impacts are one event.
+
+LEFT = rg.RigidBody(1.0, jnp.full(3, 0.4 * A**2), name="left")
+RIGHT = rg.RigidBody(2.0, jnp.full(3, 0.8 * A**2), offset=LEFT.size, name="right")
+PAIR = cx.System(
+    lambda t, q, qd, p: (
+        LEFT.kinetic_energy(q, qd)
+        + RIGHT.kinetic_energy(q, qd)
+        - G * (LEFT.mass * q[2] + RIGHT.mass * q[LEFT.size + 2])
+    ),
+    [LEFT.orientation_constraint(), RIGHT.orientation_constraint()],
+)
+PAIR_CONTACTS = [
+    rg.FrictionalContact(
+        b,
+        rg.Sphere(A),
+        static_friction=0.4,
+        kinetic_friction=0.3,
+        restitution=lambda p: p["e"],
+    )
+    for b in (LEFT, RIGHT)
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("offset", [0.0, 0.2 * DELTA])
+def test_two_balls_dropped_together_both_bounce_with_impulses_one_plus_e_m_v(offset):
+    """An exact tie (and one within the run's tolerance) used to lose the second touchdown:
+    after the first impact no event fired and the other ball fell through the floor."""
+    p = _params(e=0.5)
+    s1 = LEFT.state(jnp.array([0.0, 0.0, A + H0]), jnp.eye(3), jnp.zeros(3), jnp.zeros(3))
+    s2 = RIGHT.state(jnp.array([1.0, 0.0, A + H0 + offset]), jnp.eye(3), jnp.zeros(3), jnp.zeros(3))
+    q0, qd0 = jnp.concatenate([s1[0], s2[0]]), jnp.concatenate([s1[1], s2[1]])
+    out = rg.simulate_contacts(
+        PAIR,
+        PAIR_CONTACTS,
+        q0,
+        qd0,
+        p,
+        modes=["separated", "separated"],
+        t1=1.2,
+        ts=jnp.linspace(0.0, 1.2, 7),
+        stepsize_controller=TIGHT,
+        max_switches=6,
+    )
+    e = 0.5
+    # Both bounce at T0 (touchdown at the gap delta: the time moves by delta / V0), leave at
+    # e V0 and land again together after 2 e V0 / g, then after 2 e^2 V0 / g.
+    times = T0 + np.array([0.0, 2 * e * V0 / G, 2 * (e + e**2) * V0 / G])
+    assert int(out.status) == 0 and int(out.num_switches) == 3
+    np.testing.assert_allclose(np.asarray(out.switch_times[:3]), times, rtol=0, atol=1e-8)
+    assert np.asarray(out.switched[:3]).tolist() == [[True, True]] * 3
+    assert np.asarray(out.switch_modes[:3]).tolist() == [[2, 2]] * 3
+    # Newton's law at each ball: it leaves at e times its approach speed, the impulse
+    # (1 + e) m v along the normal, no tangential part (no slip).
+    vz = np.asarray(out.switch_qd[0])[[2, LEFT.size + 2]]
+    np.testing.assert_allclose(vz, [e * V0, e * V0], rtol=1e-7)
+    impulses = np.asarray(out.impulses[0])
+    np.testing.assert_allclose(impulses[:, 0], (1 + e) * np.array([1.0, 2.0]) * V0, rtol=1e-7)
+    np.testing.assert_allclose(impulses[:, 1:], 0.0, atol=1e-9)
+    # Neither falls through the floor: both end above it, at the same height.
+    heights = np.asarray(out.q[:, [2, LEFT.size + 2]])
+    assert np.all(heights >= A - 1e-7)
+    np.testing.assert_allclose(heights[:, 0], heights[:, 1], atol=1e-7)

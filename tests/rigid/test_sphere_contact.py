@@ -125,3 +125,39 @@ def test_slip_angle_and_its_derivative_match_closed_form_under_jit_vmap_grad():
         dth = (17 * np.cos(th) - 10 - 7 * k) / (2 * np.cos(th) + 17 * mu * np.sin(th))
         assert abs(float(value) - th) <= 1e-7
         assert abs(float(grad) - dth) <= 1e-6 * abs(dth)
+
+
+@pytest.mark.slow
+def test_contact_forces_of_a_ball_rolling_on_a_sphere_match_newtons_laws():
+    """While rolling, N = m (g cos(theta) - v^2 / rho) and the friction 2/7 m g sin(theta)
+    along the tangent (Routh 1905, §240); after the slip, kinetic friction mu_k N against
+    the slip."""
+    mu_s, mu_k, v0 = 0.5, 0.4, 0.5
+    out = _run(mu_s, mu_k, v0, "rolling")
+    forces = out.contact_forces()
+    modes = np.asarray(out.modes[:, 0])
+    q, qd = np.asarray(out.q), np.asarray(out.qd)
+    theta = np.arctan2(q[:, 0], q[:, 2])
+    v2 = np.sum(qd[:, :3] ** 2, axis=1)
+    N, F, s = (np.asarray(x)[:, 0] for x in (forces.normal, forces.friction, forces.slip))
+    rolling = modes == 0
+    assert rolling.sum() >= 3
+    np.testing.assert_allclose(
+        N[rolling], M * (G * np.cos(theta) - v2 / RHO)[rolling], rtol=1e-7, atol=1e-9
+    )
+    # Friction along the tangent of the circle, backwards: it holds the ball from slipping.
+    tangent = np.stack([np.cos(theta), np.zeros_like(theta), -np.sin(theta)], axis=1)
+    np.testing.assert_allclose(
+        -np.sum(F * tangent, axis=1)[rolling],
+        (2 / 7 * M * G * np.sin(theta))[rolling],
+        rtol=1e-6,
+        atol=1e-9,
+    )
+    assert np.all(np.abs(s[rolling]) <= 1e-8)
+    sliding = modes == SLIDING
+    assert sliding.sum() >= 1
+    slip_hat = s[sliding] / np.linalg.norm(s[sliding], axis=1, keepdims=True)
+    np.testing.assert_allclose(F[sliding], -mu_k * N[sliding, None] * slip_hat, rtol=1e-6)
+    # Separated (after leaving the sphere): no force. Times the run did not reach: nan.
+    flying = modes == SEPARATED
+    assert np.all(N[flying] == 0) and np.all(F[flying] == 0)

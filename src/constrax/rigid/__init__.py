@@ -14,6 +14,7 @@ kernels under XLA:CPU than the repeated divisions of `1 / x` or `jnp.sqrt`).
 """
 
 from ._contact import (
+    ContactForces as ContactForces,
     ContactTrajectory as ContactTrajectory,
     Disk as Disk,
     Ellipsoid as Ellipsoid,

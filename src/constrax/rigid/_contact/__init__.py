@@ -33,6 +33,7 @@ from ._friction import (
     viscous_rolling_friction as viscous_rolling_friction,
     viscous_spin_friction as viscous_spin_friction,
 )
+from ._contact_trajectory import ContactForces as ContactForces
 from ._frictional_contact import FrictionalContact as FrictionalContact
 from ._shapes import Disk as Disk, Ellipsoid as Ellipsoid, Sphere as Sphere
 from ._surfaces import (

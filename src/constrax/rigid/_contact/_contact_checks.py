@@ -7,7 +7,8 @@ above the plane, $g = n\cdot(r + \Delta) - h$, absolutely; the velocity rows, th
 row $n\cdot v_c$ and, for a rolling contact, the no-slip rows $t_i\cdot v_c$
 ($v_c = \dot r + \omega\times\Delta - v_s$), relative to $\max(1, |\dot q|_\infty)$; all
 against `initial_tolerance`. A shape's sizes read from the parameters (a radius, the
-semi-axes) must be finite and $> 0$ (`sizes_valid`). The checks run on
+semi-axes) and the radius of a `SphericalSurface` read from them must be finite and
+$> 0$ (`sizes_valid`). The checks run on
 `stop_gradient`-ed values: a `ValueError` eagerly, an `equinox` runtime error with the
 same message under `jit`, `grad` and `vmap` (docs page "Rolling or sliding").
 """
@@ -29,9 +30,14 @@ def _messages(contact: FrictionalContact, mode: int, tolerance, where: str) -> l
         f"{where}: contact {name!r}: the {contact.shape.size_name} of its "
         f"{type(contact.shape).__name__} must be finite and > 0"
     )
+    surface = (
+        f"{where}: contact {name!r}: the radius of the SphericalSurface it touches must be "
+        "finite and > 0"
+    )
     if mode == SEPARATED:
         return [
             size,
+            surface,
             f"{where}: contact {name!r} is declared 'separated' but its shape's lowest point "
             f"is below the plane (its gap n.(r + Delta) - h < -initial_tolerance={tol})",
             f"{where}: contact {name!r} is declared 'separated' but its shape touches the "
@@ -40,6 +46,7 @@ def _messages(contact: FrictionalContact, mode: int, tolerance, where: str) -> l
         ]
     out = [
         size,
+        surface,
         f"{where}: contact {name!r}: the initial state is not on the plane: its height row "
         f"{rows}[0] (the height n.(r + Delta) - h of the shape's lowest point above the "
         f"plane) is not zero to initial_tolerance={tol}. Start the body touching the plane "
@@ -61,7 +68,7 @@ def _messages(contact: FrictionalContact, mode: int, tolerance, where: str) -> l
 
 def _violations(contact: FrictionalContact, mode: int, t, q, qd, p, tolerance) -> jax.Array:
     """`True` where the check of the same index in `_messages` fails."""
-    bad = [~contact.shape.sizes_valid(p, q.dtype)]
+    bad = [~contact.shape.sizes_valid(p, q.dtype), ~contact.plane.sizes_valid(p, q.dtype)]
     if tolerance is None:
         return jnp.stack(bad + [jnp.zeros((), bool)] * (2 + 2 * (mode == ROLLING)))
     scale = jnp.maximum(1.0, jnp.max(jnp.abs(qd)))

@@ -58,7 +58,9 @@ class _Carry(NamedTuple):
     q_ts: Array  # (k, n) the states at the save times (`inf` where not reached)
     qd_ts: Array
     m_ts: Array  # (k, N) the modes there
-    log: tuple  # (times (S,), contacts (S,), modes (S, N), q (S, n), qd (S, n)) of the switches
+    # (times (S,), contacts (S,), modes (S, N), q (S, n), qd (S, n), switched (S, N),
+    # impulses (S, N, 3)) of the switches
+    log: tuple
 
 
 class _Walk(NamedTuple):
@@ -178,7 +180,8 @@ def _segment(walk: _Walk, carry: _Carry, i) -> tuple[_Carry, None]:
         walk.normal_scale,
     )
     c, switch = at.contact, at.switch
-    log = _log_switch(carry.log, i, switch, (t_seg, c, at.modes, q_seg, at.qd), S)
+    entry = (t_seg, c, at.modes, q_seg, at.qd, at.contacts, at.impulses)
+    log = _log_switch(carry.log, i, switch, entry, S)
     new_status = jnp.where(
         ~ok, FAILED, jnp.where(at.unsolvable, IMPACT, jnp.where(switch & (i >= S), ZENO, OK))
     )
@@ -210,6 +213,8 @@ def _initial_carry(modes0, t0, q0, qd0, anchors0, codes, k: int, S: int) -> _Car
         jnp.zeros((S, N), jnp.int32),
         jnp.full((S, n), inf),
         jnp.full((S, n), inf),
+        jnp.zeros((S, N), bool),
+        jnp.zeros((S, N, 3), q0.dtype),
     )
     init_bad = jnp.any(codes != _INIT_OK)
     return _Carry(
@@ -232,7 +237,7 @@ def _initial_carry(modes0, t0, q0, qd0, anchors0, codes, k: int, S: int) -> _Car
 def _trajectory(out: _Carry, model: _Model, modes0, codes, ts, p, S: int) -> ContactTrajectory:
     """The `ContactTrajectory` of the final carry, its mode log padded with the last
     modes."""
-    times, contacts, mode_log, q_log, qd_log = out.log
+    times, contacts, mode_log, q_log, qd_log, switched, impulses = out.log
     num = jnp.sum(contacts >= 0).astype(jnp.int32)
     last = jnp.where(num > 0, mode_log[jnp.maximum(num - 1, 0)], modes0) if S > 0 else modes0
     mode_log = jnp.where((jnp.arange(S) < num)[:, None], mode_log, last[None])
@@ -250,6 +255,8 @@ def _trajectory(out: _Carry, model: _Model, modes0, codes, ts, p, S: int) -> Con
         switch_modes=mode_log,
         switch_q=q_log,
         switch_qd=qd_log,
+        switched=switched,
+        impulses=impulses,
         num_switches=num,
         status=status.astype(jnp.int32),
         failed_contact=jnp.where(status == OK, -1, out.who).astype(jnp.int32),
@@ -259,6 +266,7 @@ def _trajectory(out: _Carry, model: _Model, modes0, codes, ts, p, S: int) -> Con
         contact_arrays=eqx.partition(model.contacts, eqx.is_array)[0],
         contact_statics=eqx.partition(model.contacts, eqx.is_array)[1],
         p=p,
+        stabilisation=model.stabilisation,
         contact_names=tuple(c.name for c in model.contacts),
     )
 

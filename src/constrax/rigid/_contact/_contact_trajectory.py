@@ -8,8 +8,8 @@ from jaxtyping import Array, Bool, Float, Int
 
 from ..._diagnostics import energy
 from ..._system import System
-from ._frictional_contact import MODES, FrictionalContact
-from ._mode_dynamics import _norm
+from ._frictional_contact import MODES, ROLLING, SEPARATED, SLIDING, FrictionalContact
+from ._mode_dynamics import _Model, _norm, _units
 
 # Status codes of a run (`ContactTrajectory.status`).
 # Code 1 (lift-off) is no longer produced: a contact whose normal reaction vanishes separates.
@@ -22,6 +22,25 @@ _STATUS = (
     "inconsistent start",
     "impact without a consistent impulse",
 )
+
+
+class ContactForces(eqx.Module):
+    r"""The contact forces of a `ContactTrajectory` at its save times
+    (`ContactTrajectory.contact_forces`), per contact, in world axes.
+
+    - `normal` `(k, N)`: the normal reaction $N_i$ (zero while separated).
+    - `friction` `(k, N, 3)`: the friction force on the body at the contact point: the
+      tangential reaction of the no-slip rows while rolling, $-\mu_kN_i\hat s_i$ while
+      sliding, zero while separated.
+    - `slip` `(k, N, 3)`: the slip velocity $s_i$, the tangential velocity of the
+      body's contact point relative to the surface.
+
+    Save times after a run that stopped early hold `nan`.
+    """
+
+    normal: Float[Array, "k N"]
+    friction: Float[Array, "k N 3"]
+    slip: Float[Array, "k N 3"]
 
 
 class ContactTrajectory(eqx.Module):
@@ -37,11 +56,19 @@ class ContactTrajectory(eqx.Module):
       after it — padded with `inf`, `-1` and the last modes up to `S = max_switches`.
       A sliding contact whose slip turned by 60° without vanishing re-anchors
       its slip direction: a boundary at which the modes stay the same.
+    - `switched` `(S, N)`: at each boundary, every contact that switched there (more
+      than `switch_contacts` names where events coincide: contacts that touch down, lift
+      off or stop slipping at one instant switch together).
+    - `impulses` `(S, N, 3)`: at each boundary that is an impact, the impulse at each
+      contact in its contact frame (normal, then the two tangential components; a
+      simultaneous impact has several), zero elsewhere.
     - `num_switches`: the number of boundaries.
     - `status`: 0 ok, 2 switch budget exhausted, 3 integration failed, 4 inconsistent
       initial state, 5 an impact without a consistent impulse; `failed_contact` and
       `failed_time` say where. (1, lift-off, is no longer produced: the contact separates.)
     - `initial_check` `(N,)`: per contact, 0 or the code of the failed initial check.
+    - `contact_forces()`: the normal reaction, the friction force and the slip of every
+      contact at the save times (`ContactForces`).
 
     With `throw=True` (the default) `simulate_contacts` raises on every status but 0.
     """
@@ -58,6 +85,8 @@ class ContactTrajectory(eqx.Module):
     switch_modes: Int[Array, "S N"]
     switch_q: Float[Array, "S n"]
     switch_qd: Float[Array, "S n"]
+    switched: Bool[Array, "S N"]
+    impulses: Float[Array, "S N 3"]
     num_switches: Int[Array, ""]
     status: Int[Array, ""]
     failed_contact: Int[Array, ""]
@@ -69,6 +98,7 @@ class ContactTrajectory(eqx.Module):
     contact_arrays: tuple
     contact_statics: tuple = eqx.field(static=True)
     p: object
+    stabilisation: object = eqx.field(static=True)
     contact_names: tuple[str, ...] = eqx.field(static=True)
     mode_names: tuple[str, ...] = eqx.field(static=True, default=MODES)
 
@@ -95,3 +125,37 @@ class ContactTrajectory(eqx.Module):
             return jnp.stack([_norm(c.slip_velocity(t, q, qd, self.p)) for c in self.contacts])
 
         return jax.vmap(one)(self.ts, self.q, self.qd)
+
+    def contact_forces(self) -> ContactForces:
+        r"""The normal reaction, the friction force and the slip velocity of every contact
+        at the save times, in each one's saved mode (the dynamics of that mode at the
+        saved state, as the run evaluated them; `ContactForces`)."""
+        model = _Model(self.system, self.contacts, self.stabilisation)
+        reached = jnp.all(jnp.isfinite(self.q), axis=1) & jnp.all(self.modes >= 0, axis=1)
+
+        def one(t, q, qd, modes):
+            slips, _ = model.slips(t, q, qd, self.p)
+            ev = model.evaluate(modes, t, q, qd, self.p, _units(slips))
+            mu_k = jnp.stack([c.coefficients(self.p)[1] for c in self.contacts])
+            directions = [
+                c.slip_direction(t, q, qd, self.p, a)
+                for c, a in zip(self.contacts, _units(ev.slip), strict=True)
+            ]
+            kinetic = -(mu_k * ev.normal)[:, None] * jnp.stack(directions)
+            friction = jnp.where(
+                (modes == ROLLING)[:, None],
+                ev.tangential,
+                jnp.where((modes == SLIDING)[:, None], kinetic, 0.0),
+            )
+            return ev.normal, friction, ev.slip
+
+        # Times the run did not reach are evaluated at its final state, then set to nan.
+        q = jnp.where(reached[:, None], self.q, self.q_final)
+        qd = jnp.where(reached[:, None], self.qd, self.qd_final)
+        modes = jnp.where(reached[:, None], self.modes, SEPARATED)
+        out = jax.jit(jax.vmap(one))(self.ts, q, qd, modes)
+        nan = jnp.asarray(jnp.nan, self.q.dtype)
+        normal, friction, slip = (
+            jnp.where(reached.reshape((-1,) + (1,) * (x.ndim - 1)), x, nan) for x in out
+        )
+        return ContactForces(normal, friction, slip)

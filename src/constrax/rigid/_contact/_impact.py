@@ -32,6 +32,21 @@ inertia is isotropic and decoupled from the normal one, as for a ball (Routh 190
 Coulomb's law at the impulse level otherwise (Brogliato 2016, *Nonsmooth Mechanics*,
 §4.2). $(Gk)_n \le 0$ has no sliding impulse (the impact analogue of Painlevé's paradox):
 the run stops with an error.
+
+Where several separated contacts close at one instant (an exact tie, or gaps within the
+run's tolerance of closing), their impulses are solved together: Newton's law at every
+contact of the set, $u_{n,i}^+ = e_iv_i$, with each tangential impulse in its own
+Coulomb cone, as one linear system in the impulses of the set, $G$ the set's Delassus
+matrix (Pfeiffer & Glocker 1996, *Multibody Dynamics with Unilateral Contacts*, ch. 8:
+the impact at several contacts is one problem, not a sequence). The contacts stick
+first; those whose sticking impulse leaves the static cone slide
+($\Lambda_i = \Lambda_{n,i}(1, -\mu_{k,i}d_i)$, Newton's law on their normal row only)
+and the rest are solved again, at most once per contact (the sliding set only grows). A
+contact of the set that would then need a pulling impulse, $\Lambda_{n,i}\le 0$, has no
+consistent impulse under Newton's law at every contact (the complementarity problem of
+Pfeiffer & Glocker would let it leave with $\Lambda_{n,i} = 0$): the run stops with the
+impact error rather than give an impulse that pulls. For one contact all this is the
+law above.
 """
 
 from typing import NamedTuple
@@ -43,17 +58,16 @@ from jaxtyping import Array, Bool, Float
 from ..._diagnostics import constraint_jacobian
 from ..._terms import mass_matrix
 from ._frictional_contact import ROLLING, SEPARATED
-from ._mode_dynamics import _Model, _norm, _unit
+from ._mode_dynamics import _Model, _norm, _units
 
 
 class Impact(NamedTuple):
-    """The velocity jump of an impact."""
+    """The velocity jump of an impact at a set of contacts."""
 
     qd: Float[Array, " n"]  # the velocities after it
-    impulse: Float[Array, " 3"]  # Lambda in the contact frame (normal, t1, t2)
-    bounced: Bool[Array, ""]  # it leaves with a positive separation speed
-    sticking: Bool[Array, ""]  # the tangential impulse stopped the slip
-    solvable: Bool[Array, ""]  # a sliding impulse exists where one is needed
+    impulse: Float[Array, "N 3"]  # Lambda of each contact in its frame (normal, t1, t2)
+    bounced: Bool[Array, " N"]  # each leaves with a positive separation speed
+    solvable: Bool[Array, ""]  # no impulse of the set pulls, where one is needed
     qd_stuck: Float[Array, " n"]  # the velocities after the sticking impulse, whatever the cone
 
 
@@ -68,17 +82,29 @@ def _contact_rows(model: _Model, t, q, qd, p) -> tuple[Array, Array]:
     return jnp.stack(Js), jnp.stack(us)
 
 
-def contact_impact(model: _Model, modes, c, t, q, qd, p) -> Impact:
-    """The impact of contact `c` (the others in `modes`) at the state `(t, q, qd)`
-    (module docstring)."""
+def _solve_rows(G, rows, columns, rhs) -> Array:
+    """`P z` with `z` the least-squares solution of `R G P z = R rhs` (`R`, `P` the
+    selections `rows`, `columns` `(3N, 3N)`), unused unknowns zero: the pseudoinverse,
+    as `G` is singular where a tangential row vanishes (a planar body's out-of-plane
+    row; the impulse along it is then zero)."""
+    used = jnp.any(rows != 0, axis=1) & jnp.any(columns != 0, axis=0)
+    M = rows @ G @ columns
+    M = jnp.where(used[:, None] & used[None, :], M, 0.0) + jnp.diag(jnp.where(used, 0.0, 1.0))
+    return columns @ (jnp.linalg.pinv(M) @ jnp.where(used, rows @ rhs, 0.0))
+
+
+def contact_impact(model: _Model, modes, closing, t, q, qd, p) -> Impact:
+    """The impact at the contacts `closing` `(N,)` booleans (the others in `modes`) at the
+    state `(t, q, qd)` (module docstring)."""
     N, n = len(model.contacts), q.shape[0]
+    dtype = q.dtype
     J, u_all = _contact_rows(model, t, q, qd, p)
     system = model.system  # its own rows: the contacts' are not in it
     A_own = constraint_jacobian(system, t, q, qd, p) if system.constraints else None
-    A_own = jnp.zeros((0, n), q.dtype) if A_own is None else A_own.astype(q.dtype)
-    # Every row that could hold, masked to those that do (fixed shapes under a traced `c`):
-    # rolling contacts all three, sliding ones the normal row, never contact `c`.
-    others = jnp.arange(N) != c
+    A_own = jnp.zeros((0, n), dtype) if A_own is None else A_own.astype(dtype)
+    # Every row that could hold, masked to those that do (fixed shapes): rolling contacts
+    # all three, sliding ones the normal row, never a contact of the set.
+    others = ~closing
     closed = others & (modes != SEPARATED)
     rolling = others & (modes == ROLLING)
     held = jnp.concatenate(
@@ -88,33 +114,63 @@ def contact_impact(model: _Model, modes, c, t, q, qd, p) -> Impact:
     # A row that vanishes identically (the out-of-plane no-slip row of a planar body) holds
     # by itself: left out, as the rank-robust solve of the dynamics leaves it.
     norms = jnp.sqrt(jnp.sum(A * A, axis=1))
-    mask = (held & (norms > jnp.finfo(q.dtype).eps * (1.0 + jnp.max(norms)))).astype(q.dtype)
+    mask = (held & (norms > jnp.finfo(dtype).eps * (1.0 + jnp.max(norms)))).astype(dtype)
     A = A * mask[:, None]
     m = A.shape[0]
     W = mass_matrix(system, t, q, qd, p)
     K = jnp.block([[W, -A.T], [A, jnp.diag(1.0 - mask)]])
-    Jc, u = J[c], u_all[c]
-    X = jnp.linalg.solve(K, jnp.concatenate([Jc.T, jnp.zeros((m, 3), q.dtype)]))[:n]
-    G = Jc @ X
+    Jc = J.reshape(3 * N, n)
+    X = jnp.linalg.solve(K, jnp.concatenate([Jc.T, jnp.zeros((m, 3 * N), dtype)]))[:n]
+    G = Jc @ X  # (3N, 3N): the Delassus matrix of every contact, the set's blocks used
 
-    mu_s, mu_k = (jnp.stack([k.coefficients(p)[i] for k in model.contacts])[c] for i in (0, 1))
-    e, threshold = (
-        jnp.stack([k.impact_coefficients(p)[i] for k in model.contacts])[c] for i in (0, 1)
+    coefficients = [k.coefficients(p) for k in model.contacts]
+    mu_s, mu_k = (jnp.stack([c[i] for c in coefficients]).astype(dtype) for i in (0, 1))
+    impact = [k.impact_coefficients(p) for k in model.contacts]
+    e, threshold = (jnp.stack([c[i] for c in impact]).astype(dtype) for i in (0, 1))
+    v = -u_all[:, 0]  # the approach speeds
+    e = jnp.where(closing & (v > threshold), e, 0.0)
+    target = jnp.stack([e * v, jnp.zeros_like(v), jnp.zeros_like(v)], axis=1) - u_all
+    rhs = jnp.where(closing[:, None], target, 0.0).ravel()
+    in_set = jnp.repeat(closing, 3).astype(dtype)
+    eye = jnp.eye(3 * N, dtype=dtype)
+    stick = _solve_rows(G, eye * in_set, eye * in_set, rhs).reshape(N, 3)
+
+    slip = u_all[:, 1:]
+    eps = jnp.finfo(dtype).eps
+    slipping = _norm(slip) > eps * (1.0 + _norm(u_all))
+
+    def outside(impulse):
+        return closing & (_norm(impulse[:, 1:]) > mu_s * impulse[:, 0])
+
+    # The sliding set grows from the contacts whose sticking impulse leaves the cone, at
+    # most once per contact (module docstring).
+    sliding = outside(stick)
+    impulse = stick
+    for _ in range(N):
+        d = jnp.where(slipping[:, None], _units(slip), -_units(impulse[:, 1:]))
+        k = jnp.concatenate([jnp.ones((N, 1), dtype), -mu_k[:, None] * d], axis=1)
+        # Columns: a sticking contact's three impulses; a sliding one's normal impulse
+        # along k. Rows: a sticking contact's three velocities, a sliding one's normal.
+        column_blocks = jnp.where(
+            sliding[:, None, None],
+            jnp.zeros((N, 3, 3), dtype).at[:, :, 0].set(k),
+            jnp.eye(3, dtype=dtype)[None],
+        )
+        row_blocks = jnp.where(
+            sliding[:, None, None],
+            jnp.diag(jnp.array([1.0, 0.0, 0.0], dtype))[None],
+            jnp.eye(3, dtype=dtype)[None],
+        )
+        columns = jax.scipy.linalg.block_diag(*column_blocks) * in_set[:, None]
+        rows = jax.scipy.linalg.block_diag(*row_blocks) * in_set[:, None]
+        impulse = _solve_rows(G, rows, columns, rhs).reshape(N, 3)
+        sliding = sliding | outside(impulse)
+    solvable = ~jnp.any(closing & (impulse[:, 0] <= 0.0))
+    impulse = jnp.where(closing[:, None], impulse, 0.0)
+    return Impact(
+        qd + X @ impulse.ravel(),
+        impulse,
+        closing & (e * v > 0),
+        solvable,
+        qd + X @ jnp.where(closing[:, None], stick, 0.0).ravel(),
     )
-    v = -u[0]  # the approach speed
-    e = jnp.where(v > threshold, e, 0.0).astype(q.dtype)
-    # The pseudoinverse: G is singular where a tangential row vanishes (a planar body's
-    # out-of-plane row); the impulse along it is then zero.
-    stick = jnp.linalg.pinv(G) @ (jnp.stack([e * v, 0.0, 0.0]).astype(q.dtype) - u)
-    sticking = _norm(stick[1:]) <= mu_s * stick[0]
-    slip = u[1:]
-    eps = jnp.finfo(q.dtype).eps
-    slipping = _norm(slip) > eps * (1.0 + _norm(u))
-    d = jnp.where(slipping, _unit(slip), -_unit(stick[1:]))
-    k = jnp.concatenate([jnp.ones(1, q.dtype), -mu_k * d])
-    denominator = (G @ k)[0]
-    solvable = sticking | (denominator > 0)
-    safe = jnp.where(denominator > 0, denominator, 1.0)
-    slide = (1.0 + e) * v / safe * k
-    impulse = jnp.where(sticking, stick, slide)
-    return Impact(qd + X @ impulse, impulse, e * v > 0, sticking, solvable, qd + X @ stick)

@@ -82,6 +82,9 @@ def _unit(v) -> Array:
     return v * safe_rsqrt(v @ v)
 
 
+_units = jax.vmap(_unit)  # the unit vectors of the rows of an (N, 3) array
+
+
 def _norm(v) -> Array:
     return safe_sqrt(jnp.sum(v * v, axis=-1))
 

@@ -20,6 +20,14 @@ contact's condition fired and the mode, slip direction and velocities it continu
   the impact stopped the slip and rolling keeps inside the cone, it slides otherwise
   (along the slip after the impact, or against the friction rolling would need), and it
   separates at once where even the closed contact has no positive normal reaction.
+
+Contacts whose events coincide — an exact tie, as in a symmetric set-up or between
+identical members of a batch, or within the run's tolerance — switch together at one
+boundary: every contact in contact whose normal reaction is at zero lifts off; every
+separated contact whose gap is within the tolerance of closing takes part in one impact
+(`_impact`: the impulses of the set solved together); every rolling contact at the edge of
+its cone slides; every sliding contact whose slip vanished rolls or slides on, judged with
+all of them rolling. `Switch.contacts` says which.
 """
 
 from typing import NamedTuple
@@ -30,7 +38,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from ._frictional_contact import ROLLING, SEPARATED, SLIDING
 from ._impact import contact_impact
-from ._mode_dynamics import _Model, _norm, _unit
+from ._mode_dynamics import _Model, _norm, _units
 
 # The slip left at a zero of s.a that counts as vanished, in units of the run's tolerance.
 _VANISHED = 100.0
@@ -40,9 +48,11 @@ class Switch(NamedTuple):
     """What happens at a segment's event."""
 
     contact: Int[Array, ""]  # the contact whose condition fired
+    contacts: Bool[Array, " N"]  # every contact that switches at this boundary
     switch: Bool[Array, ""]  # the event fired: a boundary at `contact`
     impact: Bool[Array, ""]  # the boundary is a touchdown (the velocities jump)
-    unsolvable: Bool[Array, ""]  # an impact without a sliding impulse (an error)
+    impulses: Float[Array, "N 3"]  # the impact's impulse at each contact (zero elsewhere)
+    unsolvable: Bool[Array, ""]  # an impact without a consistent impulse (an error)
     modes: Int[Array, " N"]  # the modes after it
     anchors: Float[Array, "N 3"]  # the slip directions after it
     qd: Float[Array, " n"]  # the velocities after it
@@ -51,83 +61,93 @@ class Switch(NamedTuple):
 def switch_at_event(
     model: _Model, modes, anchors, fired, t, q, qd, p, mu_s, tolerance: float, normal_scale
 ) -> Switch:
-    """The contact at fault at an event `(t, q, qd)` in `modes`, and the modes, anchors
+    """The contacts at fault at an event `(t, q, qd)` in `modes`, and the modes, anchors
     and velocities after it (module docstring); nothing changes where `fired` is false."""
     N = len(model.contacts)
     ev = model.evaluate(modes, t, q, qd, p, anchors)
     closed = modes != SEPARATED
+    conditions = model.conditions(modes, ev, anchors, p)
     normal = jnp.where(closed, ev.normal, jnp.inf)
     lowest = jnp.argmin(normal)
     # The condition that fired is the one at zero: the smallest. A normal reaction at zero
     # to the tolerance takes precedence (where N and the cone vanish together).
-    flat = jnp.argmin(model.conditions(modes, ev, anchors, p).ravel())
+    flat = jnp.argmin(conditions.ravel())
     first, column = flat // 2, flat % 2
-    near_zero = normal[lowest] <= tolerance * normal_scale
+    zero_normal = closed & (normal <= tolerance * normal_scale)
+    near_zero = jnp.any(zero_normal)
     lifted = near_zero | ((column == 1) & closed[first])
     c = jnp.where(near_zero, lowest, first).astype(jnp.int32)
     is_c = jnp.arange(N) == c
     touchdown = ~lifted & (modes[c] == SEPARATED)
 
-    # The velocities after the event: an impact's where the gap closed.
-    impact = contact_impact(model, modes, c, t, q, qd, p)
+    # The contacts whose events coincide with c's (module docstring).
+    closing = ~closed & (conditions[:, 0] <= model.gap_margin) & (ev.gap_rate < 0)
+    cone_edge = (modes == ROLLING) & (conditions[:, 0] <= tolerance * normal_scale)
+    # At the zero of a sliding contact's event function the slip has vanished where what
+    # is left of it is below _VANISHED times the tolerance: a slip that turns as it
+    # vanishes (a top's) reaches that zero with the step's error across a, not rounding.
+    vanished_now = (modes == SLIDING) & (_norm(ev.slip) <= _VANISHED * tolerance * (1.0 + ev.scale))
+    friction_set = jnp.where(
+        modes[c] == ROLLING, cone_edge, jnp.where(vanished_now[c], vanished_now, False)
+    )
+    together = jnp.where(lifted, zero_normal, jnp.where(touchdown, closing, friction_set)) | is_c
+
+    # The velocities after the event: an impact's where the gaps closed.
+    impact = contact_impact(model, modes, together, t, q, qd, p)
     qd_after = jnp.where(touchdown, impact.qd, qd)
-    # The dynamics after it with contact c rolling, and sliding along its slip (the
-    # others in their modes), in one evaluation.
+    # The dynamics after it with the set rolling, and sliding along its slips (a contact
+    # that bounced separated, the others in their modes), in one evaluation.
     slips, scales = model.slips(t, q, qd_after, p)
-    slip_after, scale_after = slips[c], scales[c]
-    trial_anchors = jnp.where(is_c[:, None], _unit(slip_after)[None], anchors)
-    trials = jnp.stack([jnp.where(is_c, ROLLING, modes), jnp.where(is_c, SLIDING, modes)])
+    trial_anchors = jnp.where(together[:, None], _units(slips), anchors)
+    bounced = touchdown & impact.bounced
+    trials = jnp.stack(
+        [
+            jnp.where(together, jnp.where(bounced, SEPARATED, mode), modes)
+            for mode in (ROLLING, SLIDING)
+        ]
+    )
     evs = jax.vmap(lambda m: model.evaluate(m, t, q, qd_after, p, trial_anchors))(trials)
     roll = jax.tree.map(lambda x: x[0], evs)
     slide = jax.tree.map(lambda x: x[1], evs)
 
     # Whether the slip vanished: at the event in the current modes, or after the impact
     # (not in the rolling trial, whose velocity the projection puts on its rows).
-    # At the zero of a sliding contact's event function the slip has vanished where what
-    # is left of it is below _VANISHED times the tolerance: a slip that turns as it
-    # vanishes (a top's) reaches that zero with the step's error across a, not rounding.
-    vanished = jnp.where(
-        touchdown,
-        _norm(slip_after) <= tolerance * (1.0 + scale_after),
-        _norm(ev.slip[c]) <= _VANISHED * tolerance * (1.0 + ev.scale[c]),
-    )
-    holds = (mu_s[c] * roll.normal[c] - _norm(roll.tangential[c]) >= 0) & (roll.normal[c] > 0)
-    against = -_unit(roll.tangential[c])  # sliding against the friction rolling needs
+    vanished = jnp.where(touchdown, _norm(slips) <= tolerance * (1.0 + scales), vanished_now)
+    holds = (mu_s * roll.normal - _norm(roll.tangential) >= 0) & (roll.normal > 0)
+    against = -_units(roll.tangential)  # sliding against the friction rolling needs
     # In contact: the friction rules (a rolling contact slides; a sliding one rolls or
     # slides on); at a touchdown: bounce, roll, slide or leave at once.
     after_friction = jnp.where(
-        modes[c] == ROLLING, SLIDING, jnp.where(vanished & holds, ROLLING, SLIDING)
+        modes == ROLLING, SLIDING, jnp.where(vanished & holds, ROLLING, SLIDING)
     )
     anchor_friction = jnp.where(
-        modes[c] == ROLLING,
-        -_unit(ev.tangential[c]),
-        jnp.where(vanished, against, _unit(ev.slip[c])),
+        (modes == ROLLING)[:, None],
+        -_units(ev.tangential),
+        jnp.where(vanished[:, None], against, _units(ev.slip)),
     )
     after_impact = jnp.where(
-        impact.bounced,
+        bounced,
         SEPARATED,
-        jnp.where(
-            vanished & holds,
-            ROLLING,
-            jnp.where(slide.normal[c] > 0, SLIDING, SEPARATED),
-        ),
+        jnp.where(vanished & holds, ROLLING, jnp.where(slide.normal > 0, SLIDING, SEPARATED)),
     )
-    anchor_impact = jnp.where(vanished, against, _unit(slip_after))
+    anchor_impact = jnp.where(vanished[:, None], against, _units(slips))
     new_mode = jnp.where(lifted, SEPARATED, jnp.where(touchdown, after_impact, after_friction))
     new_anchor = jnp.where(touchdown, anchor_impact, anchor_friction)
-    new_anchor = jnp.where(lifted, anchors[c], new_anchor)
+    new_anchor = jnp.where(lifted, anchors, new_anchor)
 
-    # A slip that vanished and rolls on: the velocities with the contact's remainder of
-    # slip taken out (the sticking impulse of a plastic impact, a jump of the order of
-    # the tolerance), so that the rolling segment starts on its rows.
-    stuck = ~touchdown & ~lifted & (modes[c] == SLIDING) & (new_mode == ROLLING)
-    here = fired & is_c
+    # A slip that vanished and rolls on: the velocities with the remainder of slip taken
+    # out (the sticking impulse of a plastic impact, a jump of the order of the
+    # tolerance), so that the rolling segment starts on its rows.
+    stuck = ~touchdown & ~lifted & (modes[c] == SLIDING) & jnp.any(together & (new_mode == ROLLING))
+    here = fired & together
     return Switch(
         contact=c,
+        contacts=here,
         switch=fired,
         impact=fired & touchdown,
+        impulses=jnp.where(fired & touchdown, impact.impulse, 0.0),
         unsolvable=fired & touchdown & ~impact.solvable,
         modes=jnp.where(here, new_mode, modes),
-        anchors=jnp.where(here[:, None], new_anchor[None], anchors),
+        anchors=jnp.where(here[:, None], new_anchor, anchors),
         qd=jnp.where(fired & touchdown, qd_after, jnp.where(fired & stuck, impact.qd_stuck, qd)),
     )

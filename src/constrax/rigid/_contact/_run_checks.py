@@ -28,7 +28,7 @@ _INIT_CODES = (
     "at once if friction cannot hold it)",
     "has no positive normal reaction at t0 (the body is not pressed onto the plane: "
     "declare it 'separated', and it lifts off)",
-    "has a shape whose size (its `radius` or `semi_axes`) is not finite and > 0",
+    "has a shape or a surface whose size (its `radius` or `semi_axes`) is not finite and > 0",
     "needs a `restitution` e in [0, 1] and a finite `restitution_threshold` >= 0",
 )
 # The order in which the initial checks are made (the first failed one is reported).
@@ -49,7 +49,9 @@ def _initial_codes(model: _Model, modes, t, q, qd, p, tolerance) -> tuple[Array,
     threshold = jnp.stack([x[1] for x in impact])
     slipping = _norm(slip) > tolerance * (1.0 + scale)
     cone = mu_s * ev.normal - _norm(ev.tangential)
-    sizes_ok = jnp.stack([c.shape.sizes_valid(p, q.dtype) for c in model.contacts])
+    sizes_ok = jnp.stack(
+        [c.shape.sizes_valid(p, q.dtype) & c.plane.sizes_valid(p, q.dtype) for c in model.contacts]
+    )
     checks = [
         ~(jnp.isfinite(mu_s) & (mu_s >= 0)),
         ~(jnp.isfinite(mu_k) & (mu_k >= 0)),

@@ -22,7 +22,7 @@ from jaxtyping import Array, ArrayLike, Float
 from ..._tolerances import rounding_tolerance
 from .._kinematics._body import AbstractRigidBody, check_point
 from .._kinematics._so3 import cross, safe_rsqrt
-from ._shapes import Sphere, _param, check_radius
+from ._shapes import Sphere, _param, _positive, check_radius
 
 
 class Plane(eqx.Module):
@@ -65,6 +65,10 @@ class Plane(eqx.Module):
                     "Plane: give either `velocity` (a plane moving in itself) or `body` (a "
                     "plane carried by a body, moving with it), not both"
                 )
+
+    def sizes_valid(self, p, dtype) -> Array:
+        """`True`: a plane has no size (the interface of `SphericalSurface.sizes_valid`)."""
+        return jnp.asarray(True)
 
     def tangents(self) -> Array:
         r"""A fixed orthonormal basis `(2, 3)` of the plane's tangent space, $(t_1, n\times t_1)$
@@ -122,6 +126,11 @@ class SphericalSurface(eqx.Module):
         if self.body is not None:
             _check_carrier(self.body, "SphericalSurface")
 
+    def sizes_valid(self, p, dtype) -> Array:
+        """`True` where the radius (read from `p` where it is a callable) is finite and
+        $> 0$ (as `Sphere.sizes_valid`): checked at $t_0$ by `simulate_contacts`."""
+        return _positive(_param(self.radius, p), dtype, (), "SphericalSurface", "radius")
+
     def centre_at(self, q) -> Float[Array, " 3"]:
         """The spatial position of the centre at `q`."""
         q = jnp.asarray(q)
@@ -152,6 +161,10 @@ class _TangentPlane(eqx.Module):
     @property
     def body(self) -> AbstractRigidBody | None:
         return self.surface.body
+
+    def sizes_valid(self, p, dtype) -> Array:
+        """The surface's radius is finite and $> 0$ (`SphericalSurface.sizes_valid`)."""
+        return self.surface.sizes_valid(p, dtype)
 
     def frame(self, q) -> Float[Array, "3 3"]:
         r"""The rows $(n, t_1, t_2)$ at `q`: $n = (x - c)/|x - c|$ from the surface's centre
