@@ -5,6 +5,7 @@ and the walk that switches them between rolling, sliding and separated (`_switch
 `_mode_dynamics`, `_mode_switch`, `_impact`, `_contact_run`, `_contact_trajectory` and
 `_run_checks`)."""
 
+from ._contact_trajectory import ContactForces as ContactForces
 from ._contacts import (
     angular_velocity_constraint as angular_velocity_constraint,
     body_constraints as body_constraints,
@@ -33,7 +34,6 @@ from ._friction import (
     viscous_rolling_friction as viscous_rolling_friction,
     viscous_spin_friction as viscous_spin_friction,
 )
-from ._contact_trajectory import ContactForces as ContactForces
 from ._frictional_contact import FrictionalContact as FrictionalContact
 from ._shapes import Disk as Disk, Ellipsoid as Ellipsoid, Sphere as Sphere
 from ._surfaces import (
