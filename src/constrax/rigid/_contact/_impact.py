@@ -146,8 +146,10 @@ def contact_impact(model: _Model, modes, closing, t, q, qd, p) -> Impact:
     # most once per contact (module docstring).
     sliding = outside(stick)
     impulse = stick
+    # The slip before the impact, or where there is none, against the tangential impulse
+    # sticking needed when the contact joined the sliding set.
+    d = jnp.where(slipping[:, None], _units(slip), -_units(stick[:, 1:]))
     for _ in range(N):
-        d = jnp.where(slipping[:, None], _units(slip), -_units(impulse[:, 1:]))
         k = jnp.concatenate([jnp.ones((N, 1), dtype), -mu_k[:, None] * d], axis=1)
         # Columns: a sticking contact's three impulses; a sliding one's normal impulse
         # along k. Rows: a sticking contact's three velocities, a sliding one's normal.
@@ -164,8 +166,15 @@ def contact_impact(model: _Model, modes, closing, t, q, qd, p) -> Impact:
         columns = jax.scipy.linalg.block_diag(*column_blocks) * in_set[:, None]
         rows = jax.scipy.linalg.block_diag(*row_blocks) * in_set[:, None]
         impulse = _solve_rows(G, rows, columns, rhs).reshape(N, 3)
-        sliding = sliding | outside(impulse)
-    solvable = ~jnp.any(closing & (impulse[:, 0] <= 0.0))
+        joining = ~sliding & outside(impulse)
+        d = jnp.where((joining & ~slipping)[:, None], -_units(impulse[:, 1:]), d)
+        sliding = sliding | joining
+    # No sliding impulse where a sliding contact's own block has (G k)_n <= 0 (as for one
+    # contact, above), and none that pulls at a contact of the set (beyond rounding).
+    blocks = G.reshape(N, 3, N, 3)[jnp.arange(N), :, jnp.arange(N), :]
+    own = jnp.einsum("nij,nj->ni", blocks, k)[:, 0]
+    pulls = impulse[:, 0] < -1e3 * eps * (1.0 + jnp.max(jnp.abs(impulse)))
+    solvable = ~jnp.any(closing & ((sliding & ~(own > 0)) | pulls))
     impulse = jnp.where(closing[:, None], impulse, 0.0)
     return Impact(
         qd + X @ impulse.ravel(),
