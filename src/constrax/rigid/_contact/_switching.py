@@ -78,23 +78,17 @@ def _check_state(x, name: str) -> Array:
         x = x.astype(jnp.result_type(float))
     if x.ndim != 1:
         raise ValueError(f"`{name}` must be a 1-D array (n,), got shape {x.shape}")
-    return x
-
-
-def _check_finite(q0, qd0) -> None:
-    """A non-finite entry of `q0` or `qd0`, named with its index before anything is
-    compiled where the values are concrete. (A parameter's is named by the check of the
-    quantity it is: a friction coefficient, a restitution, a shape's size.)"""
-    for name, x in (("q0", q0), ("qd0", qd0)):
-        if isinstance(x, jax.core.Tracer):
-            continue
+    # A non-finite entry, named with its index before anything compiles where the values
+    # are concrete (a parameter's is named by the check of the quantity it is).
+    if not isinstance(x, jax.core.Tracer):
         bad = ~np.isfinite(np.asarray(x))
         if np.any(bad):
-            where = np.argwhere(bad).tolist()[:5]
             raise ValueError(
-                f"cx.rigid.simulate_contacts: `{name}` has non-finite entries (at {where}: "
-                f"{np.asarray(x)[bad][:5].tolist()}); the run needs a finite initial state"
+                f"cx.rigid.simulate_contacts: `{name}` has non-finite entries (at "
+                f"{np.argwhere(bad).tolist()[:5]}: {np.asarray(x)[bad][:5].tolist()}); the "
+                "run needs a finite initial state"
             )
+    return x
 
 
 def _check_arguments(system, contacts, modes, max_switches, stabilisation) -> tuple:
@@ -338,7 +332,6 @@ def simulate_contacts(
         system, contacts, modes, max_switches, stabilisation
     )
     q0, qd0, t0a, t1a, ts = _check_states_and_times(system, q0, qd0, p, t0, t1, ts)
-    _check_finite(q0, qd0)
     dtype = q0.dtype
     options = _diffrax_options(
         dtype, stabilisation, dt0, solver, stepsize_controller, root_finder, adjoint, max_steps
