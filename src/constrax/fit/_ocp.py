@@ -242,6 +242,54 @@ def _check_functions(
     return n_terminal, n_path
 
 
+def _check_point_constraints(
+    point_constraints, t0: float, t1: float, free_time: bool, zeros, nu: int, p_u
+) -> tuple[tuple[float, ...], tuple[Callable, ...], tuple[int, ...]]:
+    r"""`point_constraints`, a sequence of pairs `(t_i, c_i)`: each time finite and within
+    $[t_0, t_1]$ of a fixed horizon, each $c_i$`(t, q, qd, u, p)` returning a scalar or rows
+    `(k,)`; returns `(times, functions, row counts)`."""
+    if point_constraints is None:
+        return (), (), ()
+    if callable(point_constraints) or not isinstance(point_constraints, tuple | list):
+        raise TypeError(
+            "`point_constraints` must be a sequence of pairs (t, c) with "
+            "c(t, q, qd, u, p) -> (k,), e.g. [(1.0, lambda t, q, qd, u, p: q[0] - 1.0)]; "
+            f"got {type(point_constraints).__name__}"
+        )
+    if point_constraints and free_time:
+        raise ValueError(
+            "`point_constraints` need a fixed final time: with `t1_bounds` the times of the "
+            "grid move with t1, so a constraint at a time in seconds has no fixed node"
+        )
+    times, fns, counts = [], [], []
+    u = jnp.zeros(nu, zeros.dtype)
+    for i, item in enumerate(point_constraints):
+        if not (isinstance(item, tuple | list) and len(item) == 2 and callable(item[1])):
+            raise TypeError(
+                f"`point_constraints[{i}]` must be a pair (t, c) with c(t, q, qd, u, p) -> "
+                f"(k,), got {item!r}"
+            )
+        t, fn = item
+        try:
+            t = float(t)
+        except (TypeError, ValueError) as e:
+            raise TypeError(
+                f"`point_constraints[{i}]`: the time must be a number, got {t!r}"
+            ) from e
+        if not (np.isfinite(t) and t0 <= t <= t1):
+            raise ValueError(
+                f"`point_constraints[{i}]`: the time {t} lies outside the horizon "
+                f"[t0, t1] = [{t0}, {t1}]"
+            )
+        name = f"point_constraints[{i}] (t = {t:g}): c(t, q, qd, u, p)"
+        shape = _scalar_shape(name, fn, jnp.asarray(t, zeros.dtype), zeros, zeros, u, p_u,
+                              expect="rows")  # fmt: skip
+        times.append(t)
+        fns.append(fn)
+        counts.append(shape[0] if shape else 1)
+    return tuple(times), tuple(fns), tuple(counts)
+
+
 def _parameter_bounds(parameters, params, parameter_bounds, dtype) -> tuple:
     """`(lower, upper)` of the flattened `parameters(params)`: scalars broadcast, pytrees
     like `parameters(params)` flattened, `None` unbounded."""
@@ -312,6 +360,12 @@ class OptimalControlProblem(eqx.Module):
       `lambda t, q, qd, p: t` for minimum time).
     - `terminal_constraint`: $\psi$`(t, q, qd, p) -> (k,)`, imposed $= 0$ at $t_1$.
     - `path_constraint`: $h$`(t, q, qd, u, p) -> (k,)`, imposed $\le 0$ along the path.
+    - `point_constraints`: pairs `(t_i, c_i)`, each $c_i$`(t, q, qd, u, p) -> (k,)`
+      imposed $= 0$ at the time $t_i \in [t_0, t_1]$ (opty's "instance constraints"):
+      waypoints, a state fixed in part at $t_0$ or $t_1$ (with `q0`/`q1` left `None`),
+      a control's value at an instant. Each $t_i$ must be a node of the transcription's
+      grid (`solve_optimal_control` names the nearest nodes where it is not); a fixed
+      final time.
     - `control_bounds`, `q_bounds`, `qd_bounds`: `(lower, upper)`, each a scalar, an
       array of the variable's shape or `None` (unbounded).
     - `parameters`: `where(params) -> pytree of arrays` optimised together with the
@@ -354,6 +408,10 @@ class OptimalControlProblem(eqx.Module):
     terminal_cost: Callable | None = eqx.field(static=True)
     terminal_constraint: Callable | None = eqx.field(static=True)
     path_constraint: Callable | None = eqx.field(static=True)
+    point_times: tuple[float, ...] = eqx.field(static=True)
+    point_taus: tuple[float, ...] = eqx.field(static=True)  # (t_i - t0) / (t1 - t0)
+    point_constraints: tuple[Callable, ...] = eqx.field(static=True)
+    n_point: tuple[int, ...] = eqx.field(static=True)
     parameters: Callable | None = eqx.field(static=True)
     prescription: AbstractPrescription
     constraint_solver: AbstractConstraintSolver
@@ -385,6 +443,7 @@ class OptimalControlProblem(eqx.Module):
         terminal_cost: Callable | None = None,
         terminal_constraint: Callable | None = None,
         path_constraint: Callable | None = None,
+        point_constraints=(),
         control_bounds=None,
         q_bounds=None,
         qd_bounds=None,
@@ -407,6 +466,7 @@ class OptimalControlProblem(eqx.Module):
         n_terminal, n_path = _check_functions(
             running_cost, terminal_cost, terminal_constraint, path_constraint, t, zeros, nu, p_u
         )
+        point = _check_point_constraints(point_constraints, t0, t1, free_time, zeros, nu, p_u)
         bounds = {
             "u": _bounds("control_bounds", control_bounds, (nu,), dtype),
             "q": _bounds("q_bounds", q_bounds, (n,), dtype),
@@ -429,6 +489,8 @@ class OptimalControlProblem(eqx.Module):
         self.terminal_cost = terminal_cost
         self.terminal_constraint = terminal_constraint
         self.path_constraint = path_constraint
+        self.point_times, self.point_constraints, self.n_point = point
+        self.point_taus = tuple((t - t0) / (t1 - t0) for t in self.point_times)
         self.parameters = parameters
         self.prescription = prescription
         self.constraint_solver = constraint_solver

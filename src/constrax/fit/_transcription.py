@@ -48,6 +48,15 @@ class Sizes(NamedTuple):
     npath: int
     nterm: int
     r0: int  # constraint rows imposed at node 0 (0 if the initial state is fixed)
+    npoint: int = 0  # rows of the point constraints
+    point_nodes: tuple[int, ...] = ()  # the node of each point constraint
+
+
+def point_vars(z: Sizes) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The nodes whose state (`0 < k < N`) and whose control (`k < N`) the boundary block
+    holds beyond $x_0$, $x_N$, $u_N$: the point constraints' nodes, each once, in order."""
+    nodes = sorted(set(z.point_nodes))
+    return tuple(k for k in nodes if 0 < k < z.N), tuple(k for k in nodes if k < z.N)
 
 
 def block_structure(rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -77,8 +86,9 @@ def lower_pairs(blocks, nz: int):
 
 
 def boundary_indices(off: dict, z: Sizes) -> np.ndarray:
-    """Indices `(2s + nu + nsh,)` of the boundary block's variables: $x_0$, $x_N$, $u_N$
-    and the shared variables."""
+    """Indices of the boundary block's variables: $x_0$, $x_N$, $u_N$, the shared
+    variables, then the point constraints' node states and controls (`point_vars`)."""
+    states, controls = point_vars(z)
     return np.concatenate(
         [
             off["X"] + np.arange(z.s),
@@ -86,6 +96,8 @@ def boundary_indices(off: dict, z: Sizes) -> np.ndarray:
             off["U"] + z.N * z.nu + np.arange(z.nu),
             off["shared"] + np.arange(z.nsh),
         ]
+        + [off["X"] + k * z.s + np.arange(z.s) for k in states]
+        + [off["U"] + k * z.nu + np.arange(z.nu) for k in controls]
     )
 
 
@@ -95,7 +107,7 @@ class Layout(NamedTuple):
     nz: int
     offsets: dict  # start of each part of z: "X", "U", "V", "shared" (and "Xm", "Um")
     vars: dict  # the transcription's blocks of variable indices, each (B, w)
-    boundary_vars: np.ndarray  # (1, 2s + nu + nsh)
+    boundary_vars: np.ndarray  # (1, 2s + nu + nsh [+ the point constraints' nodes])
     step_rows: int
     boundary_rows: int
     nc: int
@@ -117,7 +129,7 @@ def build_layout(z: Sizes, parts, R: int, vars: dict, step: str, hessian: tuple)
     step_vars = vars[step]
     hessian_blocks = tuple(vars[name] for name in hessian) + (boundary_indices(off, z)[None],)
     N = z.N
-    Rb = z.nterm + z.npath + z.r0
+    Rb = z.nterm + z.npoint + z.npath + z.r0
     boundary_vars = hessian_blocks[-1]
     jr, jc = zip(
         block_structure(np.arange(N * R).reshape(N, R), step_vars),
@@ -228,7 +240,31 @@ class AbstractNLP(eqx.Module):
             pr.n_path,
             pr.n_terminal,
             0 if fixed0 else r,
+            sum(pr.n_point),
+            self.point_nodes,
         )
+
+    @functools.cached_property
+    def point_nodes(self) -> tuple[int, ...]:
+        """The grid node of each of the problem's point constraints; a `ValueError` naming
+        the constraint, its time and the nearest nodes where a time is not a node."""
+        # From the static fractions `point_taus`: `problem.t1` is traced inside the solve.
+        pr, N = self.problem, self.N
+        nodes = []
+        for i, (t, tau) in enumerate(zip(pr.point_times, pr.point_taus, strict=True)):
+            k = int(round(tau * N))
+            if abs(k - tau * N) > 1e-9 * N:
+                h = (t - pr.t0) / (tau * N)  # the step in seconds (tau > 0 here)
+                j = int(np.floor(tau * N))
+                raise ValueError(
+                    f"`point_constraints[{i}]` at t = {t:g} is not a node of the "
+                    f"{type(self).__name__.removesuffix('NLP')} grid of {N} intervals of "
+                    f"{h:g} from t0 = {pr.t0:g} (the nearest nodes are t = {pr.t0 + j * h:g} "
+                    f"and {pr.t0 + (j + 1) * h:g}): choose a number of intervals that puts a "
+                    "node there"
+                )
+            nodes.append(k)
+        return tuple(nodes)
 
     def taus(self) -> np.ndarray:
         """Normalised node times $\\tau_k = k/N$."""
@@ -298,11 +334,13 @@ class AbstractNLP(eqx.Module):
         return H1, proj
 
     def boundary(self, v) -> tuple[Array, Array]:
-        """(terminal cost, terminal rows, path rows at $t_1$, manifold rows at $t_0$) from
-        `v = (x_0, x_N, u_N, shared)`."""
+        """(terminal cost, rows: terminal, point constraints, path at $t_1$, manifold at
+        $t_0$) from `v = (x_0, x_N, u_N, shared, the point constraints' node states and
+        controls)` (`boundary_indices`)."""
         pr, S = self.problem, self.sizes
         s, nu = S.s, S.nu
-        x0, x1, u1, shared = jnp.split(v, np.cumsum([s, s, nu]))
+        states, controls = point_vars(S)
+        x0, x1, u1, shared, xs, us = jnp.split(v, np.cumsum([s, s, nu, S.nsh, len(states) * s]))
         T = self.final_time(shared)
         p = pr.params_at(self.parameters(shared), u1)
         q1, qd1, _ = self.coordinates.unpack(pr, T, x1, p)
@@ -312,6 +350,14 @@ class AbstractNLP(eqx.Module):
         rows = []
         if pr.terminal_constraint is not None:
             rows.append(jnp.atleast_1d(pr.terminal_constraint(T, q1, qd1, p)))
+        xs, us = xs.reshape(-1, s), us.reshape(-1, nu)
+        for fn, k in zip(pr.point_constraints, S.point_nodes, strict=True):
+            x = x0 if k == 0 else x1 if k == S.N else xs[states.index(k)]
+            u = u1 if k == S.N else us[controls.index(k)]
+            t = self.time(k / S.N, shared)
+            p_k = pr.params_at(self.parameters(shared), u)
+            q, qd, _ = self.coordinates.unpack(pr, t, x, p_k)
+            rows.append(jnp.atleast_1d(fn(t, q, qd, u, p_k)))
         rows.append(self.path(T, x1, u1, shared))
         if S.r0:
             t0 = jnp.asarray(pr.t0, v.dtype)
@@ -355,10 +401,11 @@ class AbstractNLP(eqx.Module):
         S, L = self.sizes, self.layout
         step = np.concatenate([np.full(k, name == kind) for name, k in self.step_row_kinds()])
         bnd = np.zeros(L.boundary_rows, bool)
+        path = S.nterm + S.npoint
         if kind == "path":
-            bnd[S.nterm : S.nterm + S.npath] = True
+            bnd[path : path + S.npath] = True
         if kind == "manifold":
-            bnd[S.nterm + S.npath :] = True
+            bnd[path + S.npath :] = True
         return np.concatenate([np.tile(step, S.N), bnd])
 
     def constraint_bounds(self) -> tuple[np.ndarray, np.ndarray]:
@@ -398,6 +445,11 @@ class AbstractNLP(eqx.Module):
         for k in range(S.N):
             names += self.step_row_names(k)
         names += [f"terminal_constraint[{j}]" for j in range(S.nterm)]
+        pr = self.problem
+        for i, (t, k, rows) in enumerate(
+            zip(pr.point_times, S.point_nodes, pr.n_point, strict=True)
+        ):
+            names += [f"point_constraints[{i}][{j}] at t = {t:g} (node {k})" for j in range(rows)]
         names += [f"path_constraint[{j}] at node {S.N}" for j in range(S.npath)]
         if S.r0:
             names += [f"constraint {row} at node 0" for row in self.manifold_names()]
