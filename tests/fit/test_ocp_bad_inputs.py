@@ -9,6 +9,7 @@ coordinates (x, y, theta: three).
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import constrax as cx
@@ -81,3 +82,30 @@ def test_a_bad_violation_tolerance_or_ipopt_tolerance_is_refused_naming_it():
         fit.solve_optimal_control(problem, violation_tolerance=-1.0)
     with pytest.raises(ValueError, match=r"`tol` must be a positive number or None"):
         fit.IPOPT(tol=0.0)
+
+
+@pytest.mark.parametrize(
+    "transcription",
+    [fit.HermiteSimpson(4), fit.DirectMultipleShooting(4, 2)],
+    ids=["collocation", "multiple-shooting"],
+)
+def test_a_float64_solve_after_a_float32_one_of_the_same_sizes_succeeds(transcription):
+    """The layouts are cached by the problem's sizes; one made under x64 off once served
+    the float64 problem after it, whose indexing then failed (int32 against int64 indices):
+    the README's parking after the float32 one of this file."""
+    mass = cx.System(lambda t, q, qd, p: 0.5 * qd @ qd, force=lambda t, q, qd, p: p["u"])
+
+    def solve():
+        problem = fit.OptimalControlProblem(
+            mass, {"u": jnp.zeros(1)}, control=lambda p: p["u"], t1=1.0,
+            q0=jnp.zeros(1), qd0=jnp.zeros(1), q1=jnp.ones(1), qd1=jnp.zeros(1),
+            running_cost=lambda t, q, qd, u, p: u @ u,
+        )  # fmt: skip
+        return fit.solve_optimal_control(problem, transcription=transcription)
+
+    with jax.enable_x64(False):
+        single = solve()
+    double = solve()
+    assert single.success and double.success
+    assert single.q.dtype == jnp.float32 and double.q.dtype == jnp.float64
+    np.testing.assert_allclose(double.objective, 12.0, rtol=1e-8)  # 12 d^2 / T^3

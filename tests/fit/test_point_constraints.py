@@ -141,8 +141,12 @@ def test_the_derivative_blocks_hold_the_point_constraints_derivatives(transcript
          r"got shape \(2, 2\)"),
         ({"point_constraints": [(1.0, lambda t, q, qd, u, p: q)], "t1_bounds": (1.5, 3.0)},
          ValueError, r"`point_constraints` need a fixed final time"),
+        # a state fixed in part at a coordinate the system does not have
+        ({"point_constraints": [(0.0, lambda t, q, qd, u, p: q[3])]}, IndexError,
+         r"point_constraints\[0\] \(t = 0\): c\(t, q, qd, u, p\)` indexes an argument out of "
+         r"its range .*index 3 is out of bounds for axis 0 with size 1"),
     ],
-    ids=["outside", "nan", "not-a-sequence", "not-a-function", "matrix", "free-time"],
+    ids=["outside", "nan", "not-a-sequence", "not-a-function", "matrix", "free-time", "index"],
 )  # fmt: skip
 def test_bad_point_constraints_are_named(kwargs, error, match):
     with pytest.raises(error, match=match):
@@ -155,3 +159,10 @@ def test_a_point_constraint_off_the_grid_names_the_nearest_nodes():
                        r"the HermiteSimpson grid of 10 intervals of 0.2 from t0 = 0 \(the nearest "
                        r"nodes are t = 0.2 and 0.4\)"):  # fmt: skip
         fit.solve_optimal_control(problem, transcription=fit.HermiteSimpson(10))
+
+
+def test_a_terminal_constraint_reading_a_coordinate_the_system_lacks_is_refused():
+    """JAX clamps an out-of-range index (`q[1]` of one coordinate reads `q[0]`); the
+    problem names the function instead of imposing the row on another coordinate."""
+    with pytest.raises(IndexError, match=r"`terminal_constraint\(t, q, qd, p\)` indexes an "):
+        _problem(terminal_constraint=lambda t, q, qd, p: q[1] - 1.0)

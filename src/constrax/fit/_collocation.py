@@ -59,6 +59,7 @@ from ._transcription import (
     Layout,
     Sizes,
     build_layout,
+    x64_enabled,
 )
 
 
@@ -106,7 +107,7 @@ def _parts(z: Sizes, midpoints: bool):
 
 
 @functools.lru_cache(maxsize=32)
-def _layout(z: Sizes, midpoints: bool, defect_rows: int) -> Layout:
+def _layout(z: Sizes, midpoints: bool, defect_rows: int, x64: bool) -> Layout:
     """Index blocks: `interval` (N, P(s + nu) + r + nsh) the variables of each interval's
     rows (the states of its P points, their controls, nu_k, shared); `point` (N + 1 [+ N],
     s + nu + nsh) the nodes then the midpoints; `node` (N, s + nu + r + nsh) node k+1 with
@@ -164,7 +165,9 @@ class AbstractCollocationNLP(AbstractNLP):
 
     @functools.cached_property
     def layout(self) -> Layout:
-        return _layout(self.sizes, self.midpoints, len(self.defect_names) * self.sizes.s)
+        return _layout(
+            self.sizes, self.midpoints, len(self.defect_names) * self.sizes.s, x64_enabled()
+        )
 
     @property
     def _n_points(self) -> int:

@@ -39,6 +39,7 @@ from ._transcription import (
     Layout,
     Sizes,
     build_layout,
+    x64_enabled,
 )
 
 
@@ -94,7 +95,7 @@ def _parts(z: Sizes):
 
 
 @functools.lru_cache(maxsize=32)
-def _layout(z: Sizes) -> Layout:
+def _layout(z: Sizes, x64: bool) -> Layout:
     """Index block `segment` (N, 2s + 2nu + r + nsh): the variables of each segment."""
     N, s, nu, r, nsh = z.N, z.s, z.nu, z.r, z.nsh
     i = np.arange(N)[:, None]
@@ -124,7 +125,7 @@ class ShootingNLP(AbstractNLP):
 
     @functools.cached_property
     def layout(self) -> Layout:
-        return _layout(self.sizes)
+        return _layout(self.sizes, x64_enabled())
 
     def flow(self, tau0, tau1, x0, u0, u1, shared) -> tuple[Array, Array]:
         r"""$(\Phi_k(x_0), \int\ell\,dt)$ over one segment: `steps` fixed steps of the

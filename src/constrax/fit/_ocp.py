@@ -20,6 +20,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import checkify
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, ArrayLike, Float
 
@@ -67,10 +68,24 @@ def _bounds(name: str, value, shape: tuple[int, ...], dtype) -> tuple[np.ndarray
 
 
 def _scalar_shape(name: str, fn, *args, expect: str) -> tuple[int, ...]:
+    """The shape `fn(*args)` returns, checked against `expect` (`"scalar"` or `"rows"`), and
+    an `IndexError` naming `name` where `fn` indexes an argument out of its range: JAX
+    clamps such an index (`q[3]` of a `q` of 1 entry reads `q[0]`), which would silently
+    impose the row on another coordinate."""
     try:
         out = jax.eval_shape(fn, *args)
     except Exception as e:  # noqa: BLE001 - re-raised with the argument named
         raise type(e)(f"`{name}` failed on arguments of the right shapes: {e}") from e
+    try:
+        error, _ = checkify.checkify(fn, errors=checkify.index_checks)(*args)
+    except Exception:  # noqa: BLE001 - a function checkify cannot trace: shape checked above
+        error = None
+    message = None if error is None else error.get()
+    if message:
+        raise IndexError(
+            f"`{name}` indexes an argument out of its range (JAX would clamp the index and "
+            f"read another entry): {message.strip()}"
+        )
     shape = getattr(out, "shape", None)
     if shape is None:
         raise ValueError(f"`{name}` must return an array, got {type(out).__name__}")

@@ -154,6 +154,15 @@ def build_layout(z: Sizes, parts, R: int, vars: dict, step: str, hessian: tuple)
     )
 
 
+def x64_enabled() -> bool:
+    """Part of the key of the cached layouts (`_layout` of each transcription): a layout's
+    numpy index arrays, first indexed with under x64 off, come back as int32 indices when
+    the same arrays index a float64 problem's variables, and the indexing fails (`lax.add`
+    of int32 and int64; a float32 solve, then a float64 one of the same sizes, in one
+    process). One layout per x64 mode keeps them apart."""
+    return bool(jax.config.jax_enable_x64)
+
+
 def offsets(parts) -> tuple[dict, int]:
     """Start of each named part of the decision vector, and its length."""
     off, k = {}, 0
