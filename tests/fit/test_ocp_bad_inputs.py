@@ -105,7 +105,8 @@ def test_a_float64_solve_after_a_float32_one_of_the_same_sizes_succeeds(transcri
 
     with jax.enable_x64(False):
         single = solve()
-    double = solve()
+    with jax.enable_x64(True):  # also where the process runs with x64 off
+        double = solve()
     assert single.success and double.success
     assert single.q.dtype == jnp.float32 and double.q.dtype == jnp.float64
     np.testing.assert_allclose(double.objective, 12.0, rtol=1e-8)  # 12 d^2 / T^3
