@@ -166,3 +166,17 @@ def test_a_terminal_constraint_reading_a_coordinate_the_system_lacks_is_refused(
     problem names the function instead of imposing the row on another coordinate."""
     with pytest.raises(IndexError, match=r"`terminal_constraint\(t, q, qd, p\)` indexes an "):
         _problem(terminal_constraint=lambda t, q, qd, p: q[1] - 1.0)
+
+
+def test_point_constraints_that_contradict_each_other_fail_and_are_named():
+    """q(1) = 1 and q(1) = 2 cannot both hold: the solve is not `success`, its violation is
+    above the tolerance, and the violated rows are the point constraints at node 5."""
+    points = [(1.0, lambda t, q, qd, u, p: q - 1.0), (1.0, lambda t, q, qd, u, p: q - 2.0)]
+    problem = _problem(q1=jnp.zeros(1), qd1=jnp.zeros(1), point_constraints=points)
+    sol = fit.solve_optimal_control(
+        problem, transcription=fit.HermiteSimpson(10), solver=fit.IPOPT(max_iter=50)
+    )
+    assert not sol.success
+    assert sol.constraint_violation > sol.violation_tolerance
+    assert sol.constraint_violation >= 0.5 - 1e-6  # the two rows differ by 1 at one point
+    assert any("point_constraints[" in v and "(node 5)" in v for v in sol.violated), sol.violated
