@@ -3,6 +3,7 @@ optimisation through `cx.simulate` (docs/concepts/gradients.md)."""
 
 from ._checkpoint import load_checkpoint as load_checkpoint, save_checkpoint as save_checkpoint
 from ._collocation import HermiteSimpson as HermiteSimpson, Trapezoidal as Trapezoidal
+from ._continuation import Continuation as Continuation, continuation as continuation
 from ._controls import AbstractControl as AbstractControl, PiecewiseLinear as PiecewiseLinear
 from ._identify import (
     IdentificationProblem as IdentificationProblem,
@@ -15,6 +16,7 @@ from ._observations import Observations as Observations
 from ._ocp import OptimalControlProblem as OptimalControlProblem
 from ._optimal_control import (
     OptimalControlSolution as OptimalControlSolution,
+    Stage as Stage,
     solve_optimal_control as solve_optimal_control,
 )
 from ._problem import AbstractProblem as AbstractProblem, default_adjoint as default_adjoint

@@ -78,6 +78,7 @@ class _AbstractCollocation(AbstractTranscription):
     intervals: eqx.AbstractVar[int]
     velocity_basis: eqx.AbstractVar[Callable | None]
     exact_hessian = True
+    size_name = "intervals"
     _nlp_class: eqx.AbstractClassVar[type]
 
     def __check_init__(self):

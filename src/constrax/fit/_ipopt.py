@@ -16,6 +16,8 @@ import hashlib
 import logging
 import math
 import os
+import sys
+import time
 import types
 import warnings
 from collections.abc import Callable
@@ -162,11 +164,14 @@ class IPOPT(eqx.Module):
         nlp,
         z0: np.ndarray,
         *,
-        progress: bool = False,
+        progress: bool | None = False,
         callback: Callable | None = None,
         multipliers0: np.ndarray | None = None,
+        label: str = "constrax.fit (IPOPT)",
     ) -> NLPResult:
-        """Solve `nlp` (a transcription's `AbstractNLP`) from `z0`."""
+        """Solve `nlp` (a transcription's `AbstractNLP`) from `z0`. `progress`: `None`
+        reports on stderr once the solve has run 5 s, `True` from the start (a tqdm bar
+        where tqdm is installed), `False` never."""
         try:
             _ipopt_c.library(self.library)
         except ModuleNotFoundError:
@@ -182,7 +187,9 @@ class IPOPT(eqx.Module):
             structure = block_structure(L)
         else:
             structure = _sampled(evaluator, L, lo, hi, hessian=self.hessian == "exact")
-        run = functools.partial(self._run, nlp, evaluator, z0, progress, callback, multipliers0)
+        run = functools.partial(
+            self._run, nlp, evaluator, z0, (progress, label), callback, multipliers0
+        )
         result = run(structure)
         e = evaluator.violation
         if e is None:
@@ -208,7 +215,7 @@ class IPOPT(eqx.Module):
         lo, hi = nlp.variable_bounds()
         cl, cu = nlp.constraint_bounds()
         evaluator.use(structure)
-        bar = _progress(progress, self.max_iter)
+        bar = _progress(progress[0], self.max_iter, progress[1])
         count = [0]
         # Consecutive iterations whose line search met a failed check, and the number of
         # failed checks at the last iteration.
@@ -235,8 +242,7 @@ class IPOPT(eqx.Module):
             if evaluator.violation is not None:
                 return False  # a dropped entry is not zero: stop, solve again on the blocks
             if bar is not None:
-                bar.update(1)
-                bar.set_postfix(objective=f"{obj:.6g}", infeasibility=f"{inf_pr:.1e}")
+                bar.update(it, obj, inf_pr)
             if callback is not None and callback(it, obj, inf_pr) is True:
                 return False  # the callback asked to stop
             return True
@@ -287,13 +293,12 @@ class IPOPT(eqx.Module):
                     optional=frozenset(_MUMPS_DEFAULTS).difference(self.options or {}),
                 )
         except Exception as e:
+            if bar is not None:
+                bar.close()
             failed = _evaluation_error(e, count[0])
             if failed is None:
                 raise
             raise failed from e
-        finally:
-            if bar is not None:
-                bar.close()
         status, msg = _STATUS.get(code, (f"ipopt_status_{code}", f"IPOPT returned status {code}"))
         if streak[0] >= STEP_BACK_ITERATIONS and code == 5:
             status = "dynamics_not_evaluable"
@@ -304,6 +309,8 @@ class IPOPT(eqx.Module):
                 f"; the dynamics could not be evaluated at {len(trial_errors)} trial "
                 f"point(s) IPOPT stepped back from, the last: {trial_errors[-1]}"
             )
+        if bar is not None:
+            bar.close(status)
         return NLPResult(
             z=z,
             status=status,
@@ -500,15 +507,67 @@ def _sampled(evaluator: _Evaluator, layout, lo, hi, *, hessian: bool) -> Structu
     return structure
 
 
-def _progress(enabled: bool, total: int):
-    if not enabled:
-        return None
-    try:
+# A solve's progress by default (`progress=None`): a line on stderr once the solve has run
+# this long, then one every `_EVERY_S` seconds and one at the end.
+_AFTER_S = 5.0
+_EVERY_S = 5.0
+
+
+class _Lines:
+    """Progress as lines on stderr: iteration, objective, infeasibility, seconds."""
+
+    def __init__(self, label: str, after: float):
+        self.label, self.after = label, after
+        self.start = self.last = time.perf_counter()
+        self.printed = False
+        self.state = (0, math.nan, math.nan)
+
+    def _line(self, text: str) -> None:
+        print(f"{self.label}: {text} ({time.perf_counter() - self.start:.1f} s)", file=sys.stderr,
+              flush=True)  # fmt: skip
+
+    def update(self, it: int, obj: float, inf_pr: float) -> None:
+        self.state = (it, obj, inf_pr)
+        now = time.perf_counter()
+        if now - self.start >= self.after and (not self.printed or now - self.last >= _EVERY_S):
+            self._line(f"iteration {it}, objective {obj:.6g}, infeasibility {inf_pr:.1e}")
+            self.printed, self.last = True, now
+
+    def close(self, status: str | None = None) -> None:
+        if self.printed and status is not None:
+            it, obj, inf_pr = self.state
+            self._line(
+                f"{status} after {it} iterations, objective {obj:.6g}, infeasibility {inf_pr:.1e}"
+            )
+
+
+class _Bar:
+    """Progress as a tqdm bar."""
+
+    def __init__(self, label: str, total: int):
         from tqdm.auto import tqdm
-    except ImportError:
-        warnings.warn("progress=True needs tqdm (pip install tqdm)", stacklevel=4)
+
+        self.bar = tqdm(total=total, desc=label, leave=False)
+
+    def update(self, it: int, obj: float, inf_pr: float) -> None:
+        self.bar.update(1)
+        self.bar.set_postfix(objective=f"{obj:.6g}", infeasibility=f"{inf_pr:.1e}")
+
+    def close(self, status: str | None = None) -> None:
+        self.bar.close()
+
+
+def _progress(progress: bool | None, total: int, label: str):
+    """`None`: lines once the solve has run `_AFTER_S` seconds; `True`: a tqdm bar (lines
+    from the first iteration without tqdm); `False`: nothing."""
+    if progress is False:
         return None
-    return tqdm(total=total, desc="constrax.fit (IPOPT)", leave=False)
+    if progress is None:
+        return _Lines(label, _AFTER_S)
+    try:
+        return _Bar(label, total)
+    except ImportError:
+        return _Lines(label, 0.0)
 
 
 class _FailedCheck(logging.Filter):

@@ -70,6 +70,7 @@ class DirectMultipleShooting(AbstractTranscription):
     solver: diffrax.AbstractSolver = diffrax.Tsit5(scan_kind="bounded")
     velocity_basis: Callable | None = eqx.field(static=True, default=None)
     exact_hessian = True
+    size_name = "segments"
 
     def __check_init__(self):
         for name in ("segments", "steps"):

@@ -29,10 +29,12 @@ class AbstractTranscription(eqx.Module):
     """A way of turning an `OptimalControlProblem` into a nonlinear program.
 
     `exact_hessian` says whether the program's Hessian of the Lagrangian is available
-    (else the NLP solver approximates it).
+    (else the NLP solver approximates it); `size_name` names the field that holds the
+    number of intervals or segments (what a coarser version of the transcription changes).
     """
 
     exact_hessian: eqx.AbstractClassVar[bool]
+    size_name: eqx.AbstractClassVar[str]
 
     @abc.abstractmethod
     def nlp(self, problem: OptimalControlProblem) -> "AbstractNLP":
