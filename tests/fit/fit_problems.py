@@ -70,8 +70,8 @@ OPTY_PARK_OPTIMUM = 3.2022690e5
 def _car_lagrangian(t, q, qd, p):
     th, (xd, yd, thd, ded) = q[2], qd
     front = jnp.stack([xd - PARK_A * jnp.sin(th) * thd, yd + PARK_A * jnp.cos(th) * thd])
-    return (0.5 * PARK_M * (xd**2 + yd**2) + 0.5 * PARK_I * thd**2
-            + 0.5 * (PARK_M / 6) * front @ front + 0.5 * (PARK_I / 32) * (thd + ded) ** 2)  # fmt: skip
+    body = 0.5 * PARK_M * (xd**2 + yd**2) + 0.5 * PARK_I * thd**2
+    return body + 0.5 * (PARK_M / 6) * front @ front + 0.5 * (PARK_I / 32) * (thd + ded) ** 2
 
 
 def _car_no_slip(t, q, p):

@@ -153,7 +153,9 @@ def test_parallel_parking_at_500_intervals_solves_from_the_naive_guess_by_refine
     assert abs(sol.objective - OPTY_PARK_OPTIMUM) <= 1e-4 * OPTY_PARK_OPTIMUM
     assert float(np.max(np.abs(np.asarray(sol.q[:, 3])))) <= np.pi / 4 + 1e-9
     np.testing.assert_allclose(sol.q[-1], jnp.array([0.0, 2.0, 0.0, 0.0]), atol=1e-8)
-    coarse = fit.solve_optimal_control(problem, transcription=fit.HermiteSimpson(100), progress=False)
+    coarse = fit.solve_optimal_control(
+        problem, transcription=fit.HermiteSimpson(100), progress=False
+    )
     cold = fit.solve_optimal_control(
         problem,
         coarse,

@@ -18,9 +18,9 @@ from .._solve import AutoSolver
 from .._system import System
 from .._tolerances import violation_tolerance as default_violation_tolerance
 from .._trajectory import Trajectory
+from ._advice import advice
 from ._collocation import HermiteSimpson
 from ._ipopt import IPOPT
-from ._advice import advice
 from ._ocp import OptimalControlProblem
 from ._transcription import AbstractTranscription
 
@@ -450,8 +450,15 @@ def solve_optimal_control(
             callback=callback,
         )
         stages.append(
-            Stage(tr, sol.status, sol.success, sol.iterations, sol.objective,
-                  sol.constraint_violation, time.perf_counter() - began)  # fmt: skip
+            Stage(
+                tr,
+                sol.status,
+                sol.success,
+                sol.iterations,
+                sol.objective,
+                sol.constraint_violation,
+                time.perf_counter() - began,
+            )  # fmt: skip
         )
         if sol.success:
             start = sol
