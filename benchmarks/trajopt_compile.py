@@ -227,7 +227,11 @@ def first_solves(N: int, log) -> list[dict]:
             _ipopt._jitted.cache_clear()
             jax.clear_caches()
             solve = lambda: cx.fit.solve_optimal_control(  # noqa: E731
-                problem, straight, transcription=cx.fit.HermiteSimpson(N)
+                problem,
+                straight,
+                transcription=cx.fit.HermiteSimpson(N),
+                coarse=None,
+                progress=False,
             )
             t0, c0 = time.perf_counter(), time.process_time()
             sol = solve()
@@ -274,7 +278,12 @@ def docs_rows(log) -> list[dict]:
         _ipopt._jitted.cache_clear()
         solve = lambda transcription=transcription, hessian=hessian: (  # noqa: E731
             cx.fit.solve_optimal_control(
-                problem, straight, transcription=transcription, solver=cx.fit.IPOPT(hessian=hessian)
+                problem,
+                straight,
+                transcription=transcription,
+                solver=cx.fit.IPOPT(hessian=hessian),
+                coarse=None,
+                progress=False,
             )
         )
         t0 = time.perf_counter()

@@ -91,7 +91,7 @@ def solve(problem, guess, N, velocity_basis=None) -> dict:
     try:
         sol = cx.fit.solve_optimal_control(
             problem, guess, transcription=cx.fit.HermiteSimpson(N, velocity_basis=velocity_basis),
-            solver=cx.fit.IPOPT(max_iter=400),
+            solver=cx.fit.IPOPT(max_iter=400), coarse=None, progress=False,
         )  # fmt: skip
     except Exception as e:  # noqa: BLE001 - a node on the singular configuration under KKT
         message = str(e)

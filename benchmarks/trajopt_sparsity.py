@@ -155,7 +155,9 @@ def solve(problem, transcription, variant: str, log: str):
     _ipopt_c.solve = cyipopt_solve if through_cyipopt else c_solve
     try:
         t0 = time.perf_counter()
-        sol = cx.fit.solve_optimal_control(problem, transcription=transcription, solver=solver)
+        sol = cx.fit.solve_optimal_control(
+            problem, transcription=transcription, solver=solver, coarse=None, progress=False
+        )
         return sol, time.perf_counter() - t0
     finally:
         _ipopt_c.solve = c_solve

@@ -49,7 +49,12 @@ def interleaved(problem, N: int, label, scheme, transcription, casadi_start, rou
 
     def constrax_solve():
         sols["constrax"] = cx.fit.solve_optimal_control(
-            problem, guess, transcription=transcription, solver=solver
+            problem,
+            guess,
+            transcription=transcription,
+            solver=solver,
+            coarse=None,
+            progress=False,
         )
 
     run = {"casadi": P["opti"].solve, "constrax": constrax_solve}
@@ -87,7 +92,9 @@ def seed_survey(problem, seeds, within: float = 0.02) -> dict:
         ]
         for transcription in variants:
             sols = [
-                cx.fit.solve_optimal_control(problem, transcription=transcription, seed=k)
+                cx.fit.solve_optimal_control(
+                    problem, transcription=transcription, seed=k, coarse=None, progress=False
+                )
                 for k in seeds
             ]
             objs = [s.objective for s in sols]

@@ -91,7 +91,12 @@ def run_constrax(
     def solve():
         t0 = time.perf_counter()
         sol = cx.fit.solve_optimal_control(
-            problem, transcription=transcription, solver=solver, jitter=jitter
+            problem,
+            transcription=transcription,
+            solver=solver,
+            jitter=jitter,
+            coarse=None,
+            progress=False,
         )
         return sol, time.perf_counter() - t0
 
@@ -183,7 +188,13 @@ def run_constrax_again(
     for _ in range(repeats):
         t0 = time.perf_counter()
         sol = cx.fit.solve_optimal_control(
-            problem, guess, transcription=transcription, solver=solver, jitter=jitter
+            problem,
+            guess,
+            transcription=transcription,
+            solver=solver,
+            jitter=jitter,
+            coarse=None,
+            progress=False,
         )
         walls.append(time.perf_counter() - t0)
     row = {

@@ -1,5 +1,8 @@
 """Small optimal-control problems shared by the tests of `cx.fit`."""
 
+import pathlib
+import sys
+
 import diffrax
 import jax.numpy as jnp
 import numpy as np
@@ -56,52 +59,6 @@ def crossings(phi) -> int:
     return int(np.abs(np.diff(np.round((np.asarray(phi) - np.pi / 2) / np.pi))).sum())
 
 
-# opty 1.5.0's gallery problem "Parallel Park a Car" (examples-gallery/intermediate/
-# plot_parallel_park.py): a car (mass m, yaw inertia I, axles a and b from its centre) with a
-# steered front wheel (mass m/6, inertia I/32) that slips sideways at neither axle, moved
-# 2 m sideways in 30 s from rest to rest by a propulsion force F at the rear axle and a
-# steering torque T, minimising ∫F² + T² dt with |F| <= 300 N, |T| <= 50 N m and the
-# steering angle within ±45°. opty's optimum on 501 nodes (backward Euler): 3.2022690e5.
-PARK_M, PARK_A, PARK_B = 1200.0, 1.5, 1.5
-PARK_I = 1 / 12 * 1200 * (2**2 + 3**2)
-OPTY_PARK_OPTIMUM = 3.2022690e5
-
-
-def _car_lagrangian(t, q, qd, p):
-    th, (xd, yd, thd, ded) = q[2], qd
-    front = jnp.stack([xd - PARK_A * jnp.sin(th) * thd, yd + PARK_A * jnp.cos(th) * thd])
-    body = 0.5 * PARK_M * (xd**2 + yd**2) + 0.5 * PARK_I * thd**2
-    return body + 0.5 * (PARK_M / 6) * front @ front + 0.5 * (PARK_I / 32) * (thd + ded) ** 2
-
-
-def _car_no_slip(t, q, p):
-    """The lateral velocities of the rear and the front wheel contacts (rows of ω q̇ = 0)."""
-    th, de = q[2], q[3]
-    return jnp.array([
-        [-jnp.sin(th), jnp.cos(th), -PARK_B, 0.0],
-        [-jnp.sin(th + de), jnp.cos(th + de), PARK_A * jnp.cos(de), 0.0],
-    ])  # fmt: skip
-
-
-def _car_force(t, q, qd, p):
-    T, F = p["u"]
-    return jnp.stack([F * jnp.cos(q[2]), F * jnp.sin(q[2]), 0.0 * F, T])
-
-
-def parallel_park() -> cx.fit.OptimalControlProblem:
-    """opty's parallel park (above): q = (x, y, θ, δ), u = (T, F)."""
-    system = cx.System(_car_lagrangian, cx.Pfaffian(_car_no_slip), force=_car_force)
-    quarter = np.pi / 4
-    return cx.fit.OptimalControlProblem(
-        system,
-        {"u": jnp.zeros(2)},
-        control=lambda p: p["u"],
-        t1=30.0,
-        q0=jnp.zeros(4),
-        qd0=jnp.zeros(4),
-        q1=jnp.array([0.0, 2.0, 0.0, 0.0]),
-        qd1=jnp.zeros(4),
-        running_cost=lambda t, q, qd, u, p: u @ u,
-        control_bounds=([-50.0, -300.0], [50.0, 300.0]),
-        q_bounds=([-np.inf, -np.inf, -np.inf, -quarter], [np.inf, np.inf, np.inf, quarter]),
-    )
+# opty's parallel park (`benchmarks/_trajopt/park.py`: the problem and its optimum).
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+from benchmarks._trajopt.park import OPTY_PARK_OPTIMUM, parallel_park  # noqa: E402, F401

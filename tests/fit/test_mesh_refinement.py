@@ -15,7 +15,7 @@ from fit_problems import OPTY_PARK_OPTIMUM, double_integrator, parallel_park
 from test_optimal_control import cart_pole
 
 import constrax as cx
-from constrax.fit import _ipopt
+from constrax.fit import _progress
 
 pytest.importorskip("cyipopt")
 
@@ -111,13 +111,13 @@ def test_progress_prints_iterations_and_the_verdict_on_stderr_only_when_asked(mo
     tr = fit.HermiteSimpson(10)
     fit.solve_optimal_control(problem, transcription=tr, progress=False)
     assert capfd.readouterr().err == ""
-    monkeypatch.setattr(_ipopt, "_AFTER_S", 0.0)
+    monkeypatch.setattr(_progress, "_AFTER_S", 0.0)
     sol = fit.solve_optimal_control(problem, transcription=tr)
     err = capfd.readouterr().err
     assert "iteration 0, objective" in err and "infeasibility" in err
     assert f"solved after {sol.iterations} iterations" in err
     monkeypatch.setitem(sys.modules, "tqdm.auto", None)  # as without tqdm
-    monkeypatch.setattr(_ipopt, "_AFTER_S", 1e9)
+    monkeypatch.setattr(_progress, "_AFTER_S", 1e9)
     fit.solve_optimal_control(problem, transcription=tr, progress=True)
     assert "solved after" in capfd.readouterr().err
 

@@ -5,6 +5,7 @@ from ._checkpoint import load_checkpoint as load_checkpoint, save_checkpoint as 
 from ._collocation import HermiteSimpson as HermiteSimpson, Trapezoidal as Trapezoidal
 from ._continuation import Continuation as Continuation, continuation as continuation
 from ._controls import AbstractControl as AbstractControl, PiecewiseLinear as PiecewiseLinear
+from ._guesses import path_guess as path_guess
 from ._identify import (
     IdentificationProblem as IdentificationProblem,
     Uncertainty as Uncertainty,

@@ -58,11 +58,18 @@ def continuation(
     `reached`, the `values` solved, the `iterations` of every solve and the last `failed`
     solve. A first problem that fails raises `ValueError` (with its status and advice).
 
-    **Example:** spin a disc up by steps, `w = 0, 1, 2.5, 4`:
+    **Example:** a unit mass moved from rest to rest by `d = 1, 2, 4` in one second, each
+    solve started from the last (the optimum of the last is $12 d^2 = 192$):
 
     ```python
-    run = cx.fit.continuation(problem, lambda pr: pr.params["w"], [0.0, 1.0, 2.5, 4.0])
-    run.reached, run.value, run.solution.objective
+    system = cx.System(lambda t, q, qd, p: 0.5 * qd @ qd, force=lambda t, q, qd, p: p["u"])
+    problem = cx.fit.OptimalControlProblem(
+        system, {"u": jnp.zeros(1)}, control=lambda p: p["u"], t1=1.0,
+        q0=jnp.zeros(1), qd0=jnp.zeros(1), q1=jnp.ones(1), qd1=jnp.zeros(1),
+        running_cost=lambda t, q, qd, u, p: u @ u)
+    run = cx.fit.continuation(problem, lambda pr: pr.q1, [[1.0], [2.0], [4.0]],
+                              transcription=cx.fit.HermiteSimpson(10))
+    run.reached, run.value, run.solution.objective   # True, [4.], 192.0
     ```
     """
     if not isinstance(problem, OptimalControlProblem):
