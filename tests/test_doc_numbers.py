@@ -327,3 +327,24 @@ def test_benchmarks_page_quotes_the_committed_reverse_cost_run():
     page = (ROOT / "docs" / "benchmarks.md").read_text()
     assert missing(page, claims) == []
     assert '--8<-- "benchmarks/results/reverse_cost_cpu.md"' in page
+
+
+def test_trajectory_optimisation_page_quotes_the_committed_opty_run():
+    """The figures of the comparison with opty quoted in the text are those of
+    `benchmarks/results/trajopt_opty_cpu.json`, and the page includes its table."""
+    result = json.loads((RESULTS / "trajopt_opty_cpu.json").read_text())
+    page = (ROOT / "docs" / "concepts" / "trajectory-optimisation.md").read_text()
+    assert '--8<-- "benchmarks/results/trajopt_opty_cpu.md"' in page
+    row = {(r["tool"], r["N"], r["start"]): r for r in result["rows"]}
+    ours, theirs = row["constrax", 500, "default"], row["opty", 500, "default"]
+    claims = [
+        f"{ours['first_result_s']:.1f} s against opty's {theirs['first_result_s']:.1f} s",
+        f"{ours['solve_s']:.2f} s against {theirs['solve_s']:.2f} s",
+        f"in {ours['iterations']} iterations over its two stages against\n{theirs['iterations']}",
+        f"{ours['replay_miss_m']:.2g} m against opty's {theirs['replay_miss_m']:.2g} m",
+        f"{row['opty', 200, 'default']['iterations']} iterations at 201",
+        f"takes {row['constrax', 100, 'opty']['iterations']} iterations where `guess=None` "
+        f"takes {row['constrax', 100, 'default']['iterations']}",
+    ]
+    assert all(r["success"] for r in result["rows"] if r["tool"] == "constrax")
+    assert missing(page, claims) == []

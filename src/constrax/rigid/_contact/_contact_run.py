@@ -160,12 +160,6 @@ def _segment(walk: _Walk, carry: _Carry, i) -> tuple[_Carry, None]:
     ok = diffrax.is_okay(sol.result) | done
     fired = sol.event_mask & ~done & ok
 
-    # The states saved in this segment, with its modes.
-    mask = ~done & (walk.ts >= start) & (walk.ts <= t_seg)
-    q_ts = jnp.where(mask[:, None], sol.ys[1][0], carry.q_ts)
-    qd_ts = jnp.where(mask[:, None], sol.ys[1][1], carry.qd_ts)
-    m_ts = jnp.where(mask[:, None], carry.modes[None], carry.m_ts)
-
     at = switch_at_event(
         walk.model,
         carry.modes,
@@ -180,6 +174,21 @@ def _segment(walk: _Walk, carry: _Carry, i) -> tuple[_Carry, None]:
         walk.normal_scale,
     )
     c, switch = at.contact, at.switch
+    # The states saved in this segment, with its modes, up to its boundary. A touchdown is
+    # taken at the zero of its gap, at `at.t`, next to the located event (`_mode_switch`):
+    # a save time between the event and `at.t` gets the flight's state by the same Taylor
+    # step; one between `at.t` and an event located late is the next segment's.
+    saved = ~done & (walk.ts >= start) & (walk.ts <= jnp.minimum(t_seg, at.t))
+    late = (~done & (walk.ts > t_seg) & (walk.ts <= at.t))[:, None]
+    tau = (walk.ts - t_seg)[:, None]
+    q_dot, qdd = at.rate
+    q_late = q_seg + (q_dot + 0.5 * tau * qdd) * tau
+    q_ts = jnp.where(saved[:, None], sol.ys[1][0], jnp.where(late, q_late, carry.q_ts))
+    qd_ts = jnp.where(
+        saved[:, None], sol.ys[1][1], jnp.where(late, qd_seg + tau * qdd, carry.qd_ts)
+    )
+    m_ts = jnp.where(saved[:, None] | late, carry.modes[None], carry.m_ts)
+    t_seg, q_seg = at.t, at.q
     entry = (t_seg, c, at.modes, q_seg, at.qd, at.contacts, at.impulses)
     log = _log_switch(carry.log, i, switch, entry, S)
     new_status = jnp.where(

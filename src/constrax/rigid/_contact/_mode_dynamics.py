@@ -224,6 +224,11 @@ class _Model(eqx.Module):
         ev = self.evaluate(modes, t, q, qd, p, anchors)
         return _smallest(self.conditions(modes, ev, anchors, p))
 
+    def gap_rates(self, t, q, qd, p) -> Array:
+        """`(N,)`: the normal velocities of the contact points, the gaps' rates."""
+        kins = [c.kinematics(t, q, qd, p) for c in self.contacts]
+        return jnp.stack([kin.frame[0] @ kin.v for kin in kins])
+
     def slips(self, t, q, qd, p) -> tuple[Array, Array]:
         """The slip velocities `(N, 3)` and their speed scales `(N,)` at `(t, q, qd)`."""
         return _slips_of([c.kinematics(t, q, qd, p) for c in self.contacts])
