@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
+from ..._compilation import _staged, compiler_options
 from ._contact_trajectory import FAILED, IMPACT, INCONSISTENT, OK, ZENO, ContactTrajectory
 from ._event_time import exact_rate
 from ._mode_dynamics import _Model
@@ -328,4 +329,14 @@ def _run(
     return _trajectory(out, model, modes0, codes, ts, p, S)
 
 
-_run_jit = eqx.filter_jit(_run)
+@functools.cache
+def _jitted(options: tuple | None):
+    return eqx.filter_jit(_run, compiler_options=None if options is None else dict(options))
+
+
+def _run_jit(*args, **kwargs) -> ContactTrajectory:
+    """`_run` compiled: with constrax's XLA options (`compiler_options`: the LLVM IR
+    emitters on the CPU, as `cx.simulate`) where the call is not staged into a larger
+    program, which sets its own."""
+    options = None if _staged() else compiler_options(jax.default_backend())
+    return _jitted(None if options is None else tuple(sorted(options.items())))(*args, **kwargs)
