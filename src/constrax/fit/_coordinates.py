@@ -118,8 +118,10 @@ class AbstractStateCoordinates(eqx.Module):
         solution."""
 
     @abc.abstractmethod
-    def state_bounds(self, problem) -> tuple[np.ndarray, np.ndarray]:
-        """Bounds `(size,)` of a node state."""
+    def state_bounds(self, problem, bounds: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Bounds `(size,)` of a node state from the problem's constant `bounds` (default
+        `problem.bounds`), or `(K, size)` from bounds of `K` times
+        (`OptimalControlProblem.bounds_at`)."""
 
     @abc.abstractmethod
     def fixed(self, problem, p) -> list[tuple[int, int, np.ndarray]]:
@@ -175,12 +177,12 @@ class Velocities(AbstractStateCoordinates):
     def unimposed(self, problem, ts, Q, Qd, p):
         return np.zeros((Q.shape[0], 0)), []
 
-    def state_bounds(self, problem):
-        B = problem.bounds
+    def state_bounds(self, problem, bounds=None):
+        B = problem.bounds if bounds is None else bounds
         extra = np.full(multipliers(problem), np.inf)
         return (
-            np.concatenate([B["q"][0], B["qd"][0], -extra]),
-            np.concatenate([B["q"][1], B["qd"][1], extra]),
+            _concatenate([B["q"][0], B["qd"][0], -extra]),
+            _concatenate([B["q"][1], B["qd"][1], extra]),
         )
 
     def fixed(self, problem, p):
@@ -207,7 +209,7 @@ class QuasiVelocities(AbstractStateCoordinates):
         """The coordinates of `basis` for `problem`, checked at trace time: the basis's
         shape, and a problem the coordinates can carry."""
         lo, hi = problem.bounds["qd"]
-        if np.isfinite(lo).any() or np.isfinite(hi).any():
+        if np.isfinite(lo).any() or np.isfinite(hi).any() or "qd" in dict(problem.bound_functions):
             raise ValueError(
                 "`qd_bounds` cannot be imposed on the node states of a `velocity_basis` "
                 "transcription (they hold v, not qd): write them as a `path_constraint`"
@@ -357,10 +359,10 @@ class QuasiVelocities(AbstractStateCoordinates):
             f"{int(rank[k])} = {n - int(rank[k])}"
         )
 
-    def state_bounds(self, problem):
+    def state_bounds(self, problem, bounds=None):
         free = np.full(self.size(problem) - problem.n, np.inf)  # v and mu
-        B = problem.bounds
-        return np.concatenate([B["q"][0], -free]), np.concatenate([B["q"][1], free])
+        B = problem.bounds if bounds is None else bounds
+        return _concatenate([B["q"][0], -free]), _concatenate([B["q"][1], free])
 
     def fixed(self, problem, p):
         n = problem.n
@@ -439,3 +441,10 @@ def _velocity_rows(problem, ts, Q, Qd, p):
 @eqx.filter_jit
 def _basis(coordinates, t, q, p):
     return coordinates.basis(t, q, p)
+
+
+def _concatenate(parts) -> np.ndarray:
+    """The parts joined along their last axis, their leading axes broadcast (bounds of
+    one time `(size,)` beside bounds of `K` times `(K, size)`)."""
+    lead = np.broadcast_shapes(*(np.shape(x)[:-1] for x in parts))
+    return np.concatenate([np.broadcast_to(x, (*lead, np.shape(x)[-1])) for x in parts], -1)

@@ -33,38 +33,9 @@ from .._state_length import length_mismatch_error
 from .._system import System
 from .._terms import position_residual, stacked_residual
 from .._tolerances import initial_tolerance
+from ._bounds import bounds_along, check_bound_function, constant_bounds
 
 _INF = np.inf
-
-
-def _bounds(name: str, value, shape: tuple[int, ...], dtype) -> tuple[np.ndarray, np.ndarray]:
-    """`(lo, hi)` broadcast to `shape` (`None` entries: unbounded); `ValueError` naming
-    `name` for a wrong shape, NaN or lo > hi."""
-    if value is None:
-        return np.full(shape, -_INF), np.full(shape, _INF)
-    if not (isinstance(value, tuple | list) and len(value) == 2):
-        raise ValueError(f"`{name}` must be a pair (lower, upper), got {value!r}")
-    out = []
-    for side, v, default in (("lower", value[0], -_INF), ("upper", value[1], _INF)):
-        v = np.full(shape, default) if v is None else np.asarray(v, dtype=np.float64)
-        try:
-            v = np.broadcast_to(v, shape).astype(np.float64)
-        except ValueError:
-            raise ValueError(
-                f"`{name}`: the {side} bound must be a scalar or have shape {shape}, "
-                f"got {np.shape(v)}"
-            ) from None
-        if np.isnan(v).any():
-            raise ValueError(f"`{name}`: the {side} bound holds NaN at {np.argwhere(np.isnan(v))}")
-        out.append(v)
-    lo, hi = out
-    if (lo > hi).any():
-        i = np.argwhere(lo > hi)[0]
-        raise ValueError(
-            f"`{name}`: lower bound > upper bound at index {tuple(int(j) for j in i)} "
-            f"({lo[tuple(i)]} > {hi[tuple(i)]})"
-        )
-    return lo, hi
 
 
 def _scalar_shape(name: str, fn, *args, expect: str) -> tuple[int, ...]:
@@ -207,7 +178,7 @@ def _check_times(t0, t1, t1_bounds) -> tuple[float, float, bool, tuple[np.ndarra
     if not t1 > t0:
         raise ValueError(f"expected t1 > t0, got t0={t0}, t1={t1}")
     free_time = t1_bounds is not None
-    tlo, thi = _bounds("t1_bounds", t1_bounds, (), np.float64)
+    tlo, thi = constant_bounds("t1_bounds", t1_bounds, (), np.float64)
     if free_time:
         if not tlo > t0:
             raise ValueError(
@@ -331,15 +302,17 @@ def _parameter_bounds(parameters, params, parameter_bounds, dtype) -> tuple:
                 f"like parameters(params) ({k} values), got {np.shape(v)}"
             )
         sides.append(v)
-    return _bounds("parameter_bounds", tuple(sides), (k,), dtype)
+    return constant_bounds("parameter_bounds", tuple(sides), (k,), dtype)
 
 
-def _check_fixed_within_bounds(states: dict, bounds: dict) -> None:
-    """Bounds on an initial/terminal value that is also fixed must contain it."""
+def _check_fixed_within_bounds(states: dict, at_t0: dict, at_t1: dict) -> None:
+    """Bounds on an initial/terminal value that is also fixed must contain it (the bounds
+    at $t_0$ and at $t_1$)."""
     for name, key in (("q0", "q"), ("qd0", "qd"), ("q1", "q"), ("qd1", "qd")):
         x = states[name]
         if x is not None:
-            lo, hi = bounds[key]
+            lo, hi = (at_t0 if name.endswith("0") else at_t1)[key]
+            lo, hi = lo.reshape(-1), hi.reshape(-1)
             bad = np.flatnonzero((np.asarray(x) < lo) | (np.asarray(x) > hi))
             if bad.size:
                 raise ValueError(
@@ -382,7 +355,10 @@ class OptimalControlProblem(eqx.Module):
       grid (`solve_optimal_control` names the nearest nodes where it is not); a fixed
       final time.
     - `control_bounds`, `q_bounds`, `qd_bounds`: `(lower, upper)`, each a scalar, an
-      array of the variable's shape or `None` (unbounded).
+      array of the variable's shape or `None` (unbounded); or a function
+      `t -> (lower, upper)` of the time (a JAX function, evaluated at every node and
+      midpoint of the transcription's grid; a fixed final time), for bounds that vary
+      along the horizon.
     - `parameters`: `where(params) -> pytree of arrays` optimised together with the
       controls (default none); `parameter_bounds`: `(lower, upper)` pytrees of that
       structure (or scalars).
@@ -439,8 +415,10 @@ class OptimalControlProblem(eqx.Module):
     n_terminal: int = eqx.field(static=True)
     n_path: int = eqx.field(static=True)
     free_time: bool = eqx.field(static=True)
-    # Bounds `(lower, upper)` per variable kind (numpy, read by the NLP solver).
+    # Bounds `(lower, upper)` per variable kind (numpy, read by the NLP solver): the
+    # constant ones; those given as functions of time in `bound_functions`.
     bounds: dict
+    bound_functions: tuple[tuple[str, Callable], ...] = eqx.field(static=True)
 
     def __init__(
         self,
@@ -482,17 +460,22 @@ class OptimalControlProblem(eqx.Module):
             running_cost, terminal_cost, terminal_constraint, path_constraint, t, zeros, nu, p_u
         )
         point = _check_point_constraints(point_constraints, t0, t1, free_time, zeros, nu, p_u)
-        bounds = {
-            "u": _bounds("control_bounds", control_bounds, (nu,), dtype),
-            "q": _bounds("q_bounds", q_bounds, (n,), dtype),
-            "qd": _bounds("qd_bounds", qd_bounds, (n,), dtype),
-            "t1": t1_range,
-        }
+        bounds, functions = {"t1": t1_range}, {}
+        for key, name, value, size in (
+            ("u", "control_bounds", control_bounds, nu),
+            ("q", "q_bounds", q_bounds, n),
+            ("qd", "qd_bounds", qd_bounds, n),
+        ):
+            if callable(value):
+                check_bound_function(name, value, t0, t1, free_time, (size,), dtype)
+                functions[key] = value
+                value = None  # the constant part: none
+            bounds[key] = constant_bounds(name, value, (size,), dtype)
         if parameters is not None:
             bounds["parameters"] = _parameter_bounds(parameters, params, parameter_bounds, dtype)
         elif parameter_bounds is not None:
             raise ValueError("`parameter_bounds` needs `parameters=` (which leaves to optimise)")
-        _check_fixed_within_bounds(states, bounds)
+        self.bounds, self.bound_functions = bounds, tuple(sorted(functions.items()))
         self.system = system
         self.params = params
         self.control = control
@@ -515,7 +498,7 @@ class OptimalControlProblem(eqx.Module):
         self.row_names = tuple(layout.names)
         self.n_terminal, self.n_path = n_terminal, n_path
         self.free_time = free_time
-        self.bounds = bounds
+        _check_fixed_within_bounds(states, self.bounds_at([t0]), self.bounds_at([t1]))
         for when, qn, qdn, tt in (("initial", "q0", "qd0", t0), ("terminal", "q1", "qd1", t1)):
             self._check_consistent(when, states[qn], states[qdn], tt, p_u)
 
@@ -555,6 +538,22 @@ class OptimalControlProblem(eqx.Module):
         g = position_residual(self.system, t, q, p)
         c = stacked_residual(self.system, p)(t, q, qd)
         return jnp.concatenate([g, c])
+
+    def bounds_at(self, ts) -> dict:
+        """The bounds of the controls, coordinates and velocities at the times `ts`
+        `(K,)`: `{"u": (lo, hi), "q": ..., "qd": ...}`, each array `(K, size)`, the
+        tightest of the constant bound and the function of time."""
+        ts = np.atleast_1d(np.asarray(ts, np.float64))
+        functions = dict(self.bound_functions)
+        names = {"u": "control_bounds", "q": "q_bounds", "qd": "qd_bounds"}
+        out = {}
+        for k, name in names.items():
+            lo, hi = (np.broadcast_to(b, (ts.shape[0], *b.shape)) for b in self.bounds[k])
+            if k in functions:
+                f_lo, f_hi = bounds_along(name, functions[k], ts, lo.shape[1:], self.t1.dtype)
+                lo, hi = np.maximum(lo, f_lo), np.minimum(hi, f_hi)
+            out[k] = (lo, hi)
+        return out
 
     def manifold_names(self) -> list[str]:
         """Names of `manifold_rows`: `position:name[i]`, then each row's `name[i]`."""

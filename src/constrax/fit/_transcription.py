@@ -387,16 +387,25 @@ class AbstractNLP(eqx.Module):
         pr, S, L = self.problem, self.sizes, self.layout
         N, s = S.N, S.s
         lo, hi = np.full(L.nz, -np.inf), np.full(L.nz, np.inf)
-        B = pr.bounds
-        state = self.coordinates.state_bounds(pr)
-        for name, count in (("X", N + 1), ("Xm", N)):
-            if name in L.offsets:
-                sl = slice(L.offsets[name], L.offsets[name] + count * s)
-                lo[sl], hi[sl] = np.tile(state[0], count), np.tile(state[1], count)
-        for name, count in (("U", N + 1), ("Um", N)):
-            if name in L.offsets:
-                sl = slice(L.offsets[name], L.offsets[name] + count * S.nu)
-                lo[sl], hi[sl] = np.tile(B["u"][0], count), np.tile(B["u"][1], count)
+        # The nodes' and midpoints' bounds: the constant ones, or those of their times
+        # where a bound is a function of time (a fixed final time).
+        taus = {("X", "U"): self.taus(), ("Xm", "Um"): (np.arange(N) + 0.5) / N}
+        for (name, uname), tau in taus.items():
+            if name not in L.offsets:
+                continue
+            if pr.bound_functions:
+                B = pr.bounds_at(pr.t0 + tau * (float(pr.t1) - pr.t0))
+            else:
+                B = pr.bounds
+            count = tau.shape[0]
+            state = self.coordinates.state_bounds(pr, B)
+            sl = slice(L.offsets[name], L.offsets[name] + count * s)
+            lo[sl] = np.broadcast_to(state[0], (count, s)).ravel()
+            hi[sl] = np.broadcast_to(state[1], (count, s)).ravel()
+            if uname in L.offsets:
+                sl = slice(L.offsets[uname], L.offsets[uname] + count * S.nu)
+                lo[sl] = np.broadcast_to(B["u"][0], (count, S.nu)).ravel()
+                hi[sl] = np.broadcast_to(B["u"][1], (count, S.nu)).ravel()
         for node, start, value in self._fixed():
             i = L.offsets["X"] + (node % (N + 1)) * s + start
             lo[i : i + value.shape[0]] = hi[i : i + value.shape[0]] = value
