@@ -340,3 +340,48 @@ def test_two_balls_dropped_together_both_bounce_with_impulses_one_plus_e_m_v(off
     heights = np.asarray(out.q[:, [2, LEFT.size + 2]])
     assert np.all(heights >= A - 1e-7)
     np.testing.assert_allclose(heights[:, 0], heights[:, 1], atol=1e-7)
+
+
+def test_new_save_times_and_switch_budgets_within_the_capacity_reuse_the_compiled_run(
+    monkeypatch,
+):
+    """The save times are padded to a capacity (16, 32, ...) and the switch budget is data:
+    5 then 9 save times, a budget of 12 then 10, trace the contact program once, and the
+    results are the requested ones (closed-form bounce times); 17 save times trace it
+    again. A budget of 3 stops the bouncing ball at its third impact (status 2)."""
+    from constrax.rigid._contact import _contact_run
+
+    traces = []
+    real = _contact_run._run
+
+    def counting(*args, **kwargs):
+        traces.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_contact_run, "_run", counting)
+    _contact_run._jitted.cache_clear()
+    p, (q0, qd0) = _params(), _state(H0)
+    e = float(p["e"])
+
+    def run(k, budget):
+        return rg.simulate_contacts(SYSTEM, [CONTACT], q0, qd0, p, modes=["separated"], t1=2.0,
+                                    ts=jnp.linspace(0.0, 2.0, k), stepsize_controller=TIGHT,
+                                    max_switches=budget, throw=False)  # fmt: skip
+
+    try:
+        first, second = run(5, 12), run(9, 10)
+        assert len(traces) == 1
+        assert second.ts.shape == (9,) and second.q.shape[0] == 9
+        assert second.switch_times.shape == (10,) and second.impulses.shape[0] == 10
+        speeds = V0 * e ** np.arange(10)
+        times = T0 + np.concatenate([[0.0], np.cumsum(2 * speeds[1:] / G)])
+        np.testing.assert_allclose(np.asarray(second.switch_times), times, rtol=0, atol=EXACT)
+        np.testing.assert_allclose(np.asarray(first.switch_times[:10]), times, rtol=0, atol=EXACT)
+        assert int(second.status) == 0  # ten switches within a budget of 10: the last lands
+        short = run(9, 3)
+        assert len(traces) == 1 and int(short.status) == 2 and int(short.num_switches) == 3
+        np.testing.assert_allclose(np.asarray(short.switch_times), times[:3], rtol=0, atol=EXACT)
+        run(17, 12)
+        assert len(traces) == 2
+    finally:
+        _contact_run._jitted.cache_clear()

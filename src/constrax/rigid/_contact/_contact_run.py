@@ -2,6 +2,12 @@ r"""The run of `simulate_contacts`: a `jax.lax.scan` over at most `max_switches 
 segments, each a `diffrax.diffeqsolve` in fixed modes up to its event (docs page "Rolling
 or sliding").
 
+The program's shapes are capacities, not the request: the save times are padded to a
+capacity and the switch log has one too (`capacity`: powers of two from 16), and the
+switch budget `max_switches` is run-time data, so a new number of save times or a new
+budget within the capacities runs the compiled program again. The segments after a run
+has ended integrate from $t_1$ to $t_1$ (no steps; nothing changes).
+
 A segment integrates from where the last one ended to $t_1$, stopped by
 `diffrax.Event` at the first sign change of $\min_i\min(\phi_i, N_i)$ (`_mode_dynamics`),
 located by a root find on the step's dense output; it saves the requested times it
@@ -82,7 +88,7 @@ class _Walk(NamedTuple):
     mu_s: Array
     tolerance: float
     normal_scale: Array
-    max_switches: int
+    max_switches: Array  # the switch budget (run-time data; the log holds `capacity`)
 
 
 def _term_and_event(root_finder) -> tuple[diffrax.ODETerm, diffrax.Event]:
@@ -139,10 +145,11 @@ def _integrate(walk: _Walk, carry: _Carry, start) -> diffrax.Solution:
     )
 
 
-def _log_switch(log, i, switch, entry, S: int) -> tuple:
+def _log_switch(log, i, switch, entry, S) -> tuple:
     """Segment boundary `i` in the switch log: its time, its contact, the modes and the
-    state after it (`entry`, in the order of the log; the first `S` boundaries)."""
-    if S == 0:
+    state after it (`entry`, in the order of the log; the first `S` boundaries, `S` at
+    most the log's length)."""
+    if log[0].shape[0] == 0:
         return log
     j = jnp.minimum(i, S - 1)
     logged = switch & (i < S)
@@ -297,7 +304,8 @@ def _run(
     stepsize_controller,
     root_finder,
     adjoint,
-    max_switches: int,
+    max_switches,
+    capacity: int,
     max_steps: int,
     tolerance: float,
 ) -> ContactTrajectory:
@@ -323,7 +331,7 @@ def _run(
         normal_scale=normal_scale,
         max_switches=max_switches,
     )
-    S = max_switches
+    S = capacity  # the log's length; the budget `max_switches` is at most it
     carry0 = _initial_carry(modes0, t0, q0, qd0, anchors0, codes, ts.shape[0], S)
     out, _ = jax.lax.scan(functools.partial(_segment, walk), carry0, jnp.arange(S + 1))
     return _trajectory(out, model, modes0, codes, ts, p, S)
@@ -340,3 +348,24 @@ def _run_jit(*args, **kwargs) -> ContactTrajectory:
     program, which sets its own."""
     options = None if _staged() else compiler_options(jax.default_backend())
     return _jitted(None if options is None else tuple(sorted(options.items())))(*args, **kwargs)
+
+
+def capacity(n: int) -> int:
+    """The capacity for `n` save times or switches: the next power of two from 16 (0 for
+    `n = 0`)."""
+    return 0 if n == 0 else max(16, 1 << (int(n) - 1).bit_length())
+
+
+_SAVED = lambda o: (o.ts, o.q, o.qd, o.modes)  # noqa: E731
+_LOGGED = lambda o: (o.switch_times, o.switch_contacts, o.switch_modes, o.switch_q,  # noqa: E731
+                     o.switch_qd, o.switched, o.impulses)  # fmt: skip
+
+
+@eqx.filter_jit  # one small program per (k, S) rather than a dispatch per array
+def trimmed(out: ContactTrajectory, k: int, S: int) -> ContactTrajectory:
+    """`out` with its save times cut to the `k` requested and its switch log to `S`."""
+    if out.ts.shape[0] != k:
+        out = eqx.tree_at(_SAVED, out, tuple(x[:k] for x in _SAVED(out)))
+    if out.switch_times.shape[0] != S:
+        out = eqx.tree_at(_LOGGED, out, tuple(x[:S] for x in _LOGGED(out)))
+    return out

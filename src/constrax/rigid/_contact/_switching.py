@@ -55,7 +55,7 @@ from ..._state_length import length_mismatch_error
 from ..._system import System
 from ..._tolerances import initial_tolerance as default_initial_tolerance
 from ._contact_checks import check_contacts
-from ._contact_run import _run_jit, _Static
+from ._contact_run import _run_jit, _Static, capacity, trimmed
 from ._contact_trajectory import OK, ContactTrajectory
 from ._frictional_contact import FrictionalContact, mode_code
 from ._run_checks import _check_coefficients, _error_index, _messages, _raise_eager
@@ -304,7 +304,9 @@ def simulate_contacts(
       in `cx.simulate`; `None` skips the check. Project a state first with
       `cx.consistent_initial_state(system, ...)`.
     - `max_switches`: the budget of segment boundaries (a sliding contact re-anchoring
-      its slip direction counts too); exceeding it raises (a Zeno sequence).
+      its slip direction counts too); exceeding it raises (a Zeno sequence). It is
+      run-time data within a capacity (the next power of two from 16), like the number of
+      save times: a new budget or number of save times within them does not recompile.
     - `tolerance`: relative tolerance of "the slip is zero" (default
       $\max(10^{-8}, 1000\epsilon)$).
     - `throw`: raise on an impact without a consistent impulse, an exhausted budget, a
@@ -343,6 +345,10 @@ def simulate_contacts(
     if initial_tolerance is _DEFAULT:
         initial_tolerance = default_initial_tolerance(dtype)
     q0 = _check_initial_state(system, contacts, codes, t0a, q0, qd0, p, initial_tolerance)
+    # Shapes of capacities, the budget as data: a new number of save times or a new
+    # budget within them runs the compiled program again (`_contact_run`).
+    k, S = ts.shape[0], int(max_switches)
+    ts_padded = jnp.concatenate([ts, jnp.broadcast_to(ts[-1], (capacity(k) - k,))])
     out = _run_jit(
         _Static(system, stabilisation),
         contacts,
@@ -352,9 +358,11 @@ def simulate_contacts(
         q0,
         qd0,
         p,
-        ts,
+        ts_padded,
         **options,
-        max_switches=int(max_switches),
+        max_switches=jnp.asarray(S, jnp.int32),
+        capacity=capacity(S),
         tolerance=float(tolerance),
     )
+    out = trimmed(out, k, S)
     return _throw(out, contacts, max_switches) if throw else out
