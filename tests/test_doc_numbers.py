@@ -348,3 +348,23 @@ def test_trajectory_optimisation_page_quotes_the_committed_opty_run():
     ]
     assert all(r["success"] for r in result["rows"] if r["tool"] == "constrax")
     assert missing(page, claims) == []
+
+
+def test_benchmarks_page_quotes_the_committed_contacts_run():
+    """The compile times, equation count and eager calls the contact paragraph quotes are
+    those of `benchmarks/results/contacts_cpu.json`."""
+    result = json.loads((RESULTS / "contacts_cpu.json").read_text())
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    cases, eager = result["cases"], list(result["eager"].values())
+    claims = [
+        f"compile in {cases['skid']['compile_total_s']:.1f} and "
+        f"{cases['bounce']['compile_total_s']:.1f} s and the gradient in "
+        f"{cases['skid, grad']['compile_total_s']:.1f} s",
+        f"grown to {cases['skid']['jaxpr_equations']:,}".replace(",", " "),
+        f"bouncing ball takes {eager[0]['wall_s']:.1f} s",
+        f"instead of 5 takes {eager[2]['wall_s']:.3f} s and one with a new `max_switches` "
+        f"{eager[3]['wall_s']:.3f} s",
+        f"= {cases['bounce']['output']:.10g} to 2e-15",
+    ]
+    assert missing(page, claims) == []
+    assert abs(cases["bounce"]["output"] - 1.3528071587345922) <= 1e-14  # the closed form
