@@ -4,7 +4,11 @@ optimisation through `cx.simulate` (docs/concepts/gradients.md)."""
 from ._checkpoint import load_checkpoint as load_checkpoint, save_checkpoint as save_checkpoint
 from ._collocation import HermiteSimpson as HermiteSimpson, Trapezoidal as Trapezoidal
 from ._continuation import Continuation as Continuation, continuation as continuation
-from ._controls import AbstractControl as AbstractControl, PiecewiseLinear as PiecewiseLinear
+from ._controls import (
+    AbstractControl as AbstractControl,
+    PiecewiseLinear as PiecewiseLinear,
+    Tabulated as Tabulated,
+)
 from ._guesses import path_guess as path_guess
 from ._identify import (
     IdentificationProblem as IdentificationProblem,

@@ -77,3 +77,57 @@ class PiecewiseLinear(AbstractControl):
         h = (self.t1 - self.t0) / (self.knots.shape[0] - 1)
         a, b = self.knots[:-1], self.knots[1:]
         return jnp.sqrt(h / 6.0) * jnp.concatenate([a, b, a + b], axis=0).reshape(-1)
+
+
+class Tabulated(eqx.Module):
+    r"""A known input trajectory given as a table: $w(t)$ linear between the samples
+    $(t_k, w_k)$ (times not necessarily equally spaced), held constant outside them.
+
+    It is data in the parameters, like a control's knots: a force reads it,
+    `Q = ... + p["wind"](t)`, and a trajectory optimisation keeps it fixed (only `control`
+    and `parameters=` are optimised), so a measured disturbance, a prescribed motion of a
+    support or a reference signal enters the dynamics as it was recorded (opty's "known
+    trajectories"). A new table of the same shape is new data, not a new program.
+
+    **Arguments:**
+
+    - `ts`: the sample times `(K,)`, strictly increasing, `K >= 2`.
+    - `values`: the samples `(K,)` (a scalar input) or `(K, d)`.
+
+    **Example:**
+
+    ```python
+    wind = cx.fit.Tabulated(jnp.array([0.0, 0.5, 2.0]), jnp.array([0.0, 1.0, 0.0]))
+    wind(1.25)        # 0.5
+    ```
+    """
+
+    ts: Float[Array, " K"]
+    values: Float[Array, " K *d"]
+
+    def __init__(self, ts: Float[ArrayLike, " K"], values: Float[ArrayLike, " K *d"]):
+        ts, values = jnp.asarray(ts), jnp.asarray(values)
+        if ts.ndim != 1 or ts.shape[0] < 2:
+            raise ValueError(f"Tabulated: `ts` must have shape (K,) with K >= 2, got {ts.shape}")
+        if values.ndim not in (1, 2) or values.shape[0] != ts.shape[0]:
+            raise ValueError(
+                f"Tabulated: `values` must have shape (K,) or (K, d) with K = len(ts) = "
+                f"{ts.shape[0]}, got {values.shape}"
+            )
+        if not isinstance(ts, jax.core.Tracer):
+            t = np.asarray(ts)
+            if not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
+                raise ValueError(f"Tabulated: `ts` must be finite and strictly increasing, got {t}")
+        if not isinstance(values, jax.core.Tracer) and not np.all(np.isfinite(values)):
+            bad = np.argwhere(~np.isfinite(np.asarray(values)))[0]
+            raise ValueError(
+                f"Tabulated: `values` is not finite at index {tuple(int(i) for i in bad)}"
+            )
+        dtype = jnp.result_type(ts, values, float)
+        self.ts, self.values = ts.astype(dtype), values.astype(dtype)
+
+    def __call__(self, t: Float[ArrayLike, ""]) -> Float[Array, " *d"]:
+        """$w(t)$: `()` for a scalar table, `(d,)` otherwise."""
+        if self.values.ndim == 1:
+            return jnp.interp(t, self.ts, self.values)
+        return jax.vmap(lambda col: jnp.interp(t, self.ts, col), in_axes=1)(self.values)
