@@ -648,3 +648,63 @@ def test_bad_methods():
 def test_import_constrax_does_not_import_sympy():
     code = "import sys, constrax, constrax.interop; assert 'sympy' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _pushed_point_mass(input_vector):
+    """A point mass in the plane pushed by the inputs Fx(t), Fy(t) (Kane's method)."""
+    x, y = me.dynamicsymbols("x y")
+    vx, vy = me.dynamicsymbols("v_x v_y")
+    Fx, Fy = me.dynamicsymbols("F_x F_y")
+    m = sp.symbols("m")
+    N = me.ReferenceFrame("N")
+    O = me.Point("O")  # noqa: E741
+    O.set_vel(N, 0)
+    P = O.locatenew("P", x * N.x + y * N.y)
+    P.set_vel(N, vx * N.x + vy * N.y)
+    km = me.KanesMethod(N, q_ind=[x, y], u_ind=[vx, vy], kd_eqs=[x.diff() - vx, y.diff() - vy])
+    km.kanes_equations([me.Particle("p", P, m)], [(P, Fx * N.x + Fy * N.y)])
+    return ci.from_kanes_method(km, inputs=[Fx, Fy], input_vector=input_vector), (m, Fx, Fy)
+
+
+def test_kane_inputs_as_one_control_vector_solve_the_closed_form_least_effort_motion():
+    """`input_vector="u"`: Fx, Fy read from p["u"], the control of an optimal control
+    problem. Moved by (d1, d2) = (1, 2) in T = 1 from rest to rest with least
+    ∫|F|² dt: F = m u*(t) per axis, u* = 6d/T²(1 - 2t/T), cost m² 12 |d|²/T³."""
+    pytest.importorskip("cyipopt")
+    model, (m, Fx, Fy) = _pushed_point_mass("u")
+    assert model.parameters == ("m", "u") and model.inputs == ("F_x", "F_y")
+    p = model.make_params({m: 2.0, Fx: 0.0, Fy: 0.0})
+    np.testing.assert_array_equal(np.asarray(p["u"]), [0.0, 0.0])
+    acc = cx.accelerations(
+        model.system, 0.0, jnp.zeros(2), jnp.zeros(2), {**p, "u": jnp.array([1.0, -4.0])}
+    )
+    np.testing.assert_allclose(acc.qdd, [0.5, -2.0], rtol=1e-14)  # F / m, in the inputs' order
+    d = jnp.array([1.0, 2.0])
+    problem = cx.fit.OptimalControlProblem(
+        model.system, p, control=lambda p: p["u"], t1=1.0, q0=jnp.zeros(2), qd0=jnp.zeros(2),
+        q1=d, qd1=jnp.zeros(2), running_cost=lambda t, q, qd, u, p: u @ u,
+    )  # fmt: skip
+    sol = cx.fit.solve_optimal_control(problem, transcription=cx.fit.HermiteSimpson(10),
+                                       progress=False)  # fmt: skip
+    cost = 2.0**2 * 12 * float(d @ d)
+    assert sol.success and abs(sol.objective - cost) <= 1e-8 * cost
+    t = np.asarray(sol.ts)[:, None]
+    np.testing.assert_allclose(np.asarray(sol.u), 2.0 * 6 * np.asarray(d) * (1 - 2 * t), atol=1e-8)
+
+
+def test_input_vector_is_checked_where_it_is_declared_and_read():
+    model, (m, Fx, Fy) = _pushed_point_mass("u")
+    p = model.make_params({"m": 1.0, "u": [1.0, 2.0]})  # the vector under its key
+    np.testing.assert_array_equal(np.asarray(p["u"]), [1.0, 2.0])
+    with pytest.raises(ValueError, match="either all by name or as the vector 'u'"):
+        model.make_params({m: 1.0, Fx: 0.0})
+    with pytest.raises(ValueError, match=r"the input vector 'u' must have shape \(2,\)"):
+        model.make_params({m: 1.0, "u": [1.0]})
+    with pytest.raises(ValueError, match=r"p\['u'\] must have shape \(2,\)"):
+        cx.accelerations(
+            model.system, 0.0, jnp.zeros(2), jnp.zeros(2), {"m": 1.0, "u": jnp.zeros(3)}
+        )
+    with pytest.raises(ValueError, match="`input_vector` must be a new key of p"):
+        _pushed_point_mass("m")
+    scalar, _ = _pushed_point_mass(None)  # the default: one scalar parameter per input
+    assert scalar.parameters == ("m", "F_x", "F_y") and scalar.input_vector is None

@@ -37,8 +37,11 @@ class SympySystem(eqx.Module):
     - `parameters`: the keys of `p` the system reads: the free `sympy.Symbol`s of the
       expressions, sorted by name, then the `inputs`.
     - `inputs`: the names of the declared inputs (functions of time such as a control
-      torque) among `parameters`; each is read from `p[name]` as a value held fixed during
-      one evaluation.
+      torque); each is read from `p[name]` (one of `parameters`) as a value held fixed
+      during one evaluation, or, with `input_vector`, from `p[input_vector][i]`.
+    - `input_vector`: the key of `p` that holds every input as one vector `(len(inputs),)`
+      in the order of `inputs` (the `control` of a `cx.fit.OptimalControlProblem`), or
+      `None`: one scalar entry per input.
     - `constraint_rows`: for every constraint of `system`, in order, the sympy rows it was
       made from, as strings.
 
@@ -63,12 +66,15 @@ class SympySystem(eqx.Module):
     parameters: tuple[str, ...] = eqx.field(static=True)
     inputs: tuple[str, ...] = eqx.field(static=True)
     constraint_rows: tuple[tuple[str, ...], ...] = eqx.field(static=True)
+    input_vector: str | None = eqx.field(static=True, default=None)
 
     def make_params(self, values: Mapping[Any, Any]) -> dict[str, Float[Array, ""]]:
         r"""The parameter dict `p` from a mapping `{symbol or name: value}`.
 
         Keys may be the sympy symbols themselves, the declared input dynamicsymbols, or
-        their names. Every parameter must be given, and nothing else.
+        their names. Every parameter must be given, and nothing else. With `input_vector`,
+        the inputs may be given one by one (each a scalar: they are stacked in the order
+        of `inputs`) or as the vector under its key.
 
         **Arguments:**
 
@@ -91,6 +97,16 @@ class SympySystem(eqx.Module):
             if name in given:
                 raise ValueError(f"make_params: parameter {name!r} is given twice")
             given[name] = value
+        vector = self.input_vector
+        by_name = [k for k in self.inputs if k in given] if vector is not None else []
+        if by_name:
+            if vector in given or len(by_name) != len(self.inputs):
+                raise ValueError(
+                    f"make_params: give the inputs {', '.join(map(repr, self.inputs))} either "
+                    f"all by name or as the vector {vector!r}, not {by_name}"
+                    + (f" and {vector!r}" if vector in given else "")
+                )
+            given[vector] = [given.pop(k) for k in self.inputs]
         missing = [k for k in self.parameters if k not in given]
         if missing:
             raise ValueError(
@@ -107,6 +123,9 @@ class SympySystem(eqx.Module):
         out = {}
         for name in self.parameters:
             value = given[name]
+            if name == vector:
+                out[name] = _input_vector(value, len(self.inputs), dtype, name)
+                continue
             try:
                 value = float(value) if _is_sympy_number(value) else value
                 arr = jnp.asarray(value, dtype=dtype)
@@ -120,6 +139,27 @@ class SympySystem(eqx.Module):
                 )
             out[name] = arr
         return out
+
+
+def _input_vector(value, k: int, dtype, name: str) -> Float[Array, " k"]:
+    """The inputs' vector `(k,)` from a sequence or array of real numbers."""
+    try:
+        arr = jnp.asarray(
+            [float(v) if _is_sympy_number(v) else v for v in value]
+            if isinstance(value, list | tuple)
+            else value,
+            dtype=dtype,
+        )
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            f"make_params: {name!r} must be a vector of real numbers, got {value!r}"
+        ) from err
+    if arr.shape != (k,):
+        raise ValueError(
+            f"make_params: the input vector {name!r} must have shape ({k},) (one entry per "
+            f"input), got {arr.shape}"
+        )
+    return arr
 
 
 def _is_sympy_number(value) -> bool:
@@ -218,9 +258,18 @@ def _rows(exprs, where):
 
 
 class _Values(eqx.Module):
-    """`p -> [p[name] for name in names]`, with a clear error for a missing key."""
+    """`p -> [p[name] for name in names]`, with a clear error for a missing key; with
+    `vector`, the `inputs` among the names read from `p[vector][i]`."""
 
     names: tuple[str, ...] = eqx.field(static=True)
+    vector: str | None = eqx.field(static=True, default=None)
+    inputs: tuple[str, ...] = eqx.field(static=True, default=())
+
+    def keys(self) -> tuple[str, ...]:
+        """The keys of `p` read."""
+        if self.vector is None:
+            return self.names
+        return tuple(k for k in self.names if k not in self.inputs) + (self.vector,)
 
     def __call__(self, p):
         if not isinstance(p, Mapping):
@@ -228,13 +277,22 @@ class _Values(eqx.Module):
                 "a system converted from sympy reads its parameters from a dict "
                 f"{{name: value}} (see `make_params`), got {type(p).__name__}"
             )
-        missing = [k for k in self.names if k not in p]
+        keys = self.keys()
+        missing = [k for k in keys if k not in p]
         if missing:
             raise KeyError(
                 f"the parameter dict has no value for {', '.join(map(repr, missing))}; the "
-                f"system's parameters are {', '.join(map(repr, self.names))}"
+                f"system's parameters are {', '.join(map(repr, keys))}"
             )
-        return [p[k] for k in self.names]
+        if self.vector is None:
+            return [p[k] for k in self.names]
+        u = p[self.vector]
+        if jnp.shape(u) != (len(self.inputs),):
+            raise ValueError(
+                f"the input vector p[{self.vector!r}] must have shape ({len(self.inputs)},) "
+                f"(the inputs {', '.join(map(repr, self.inputs))}), got {jnp.shape(u)}"
+            )
+        return [u[self.inputs.index(k)] if k in self.inputs else p[k] for k in self.names]
 
 
 def _build(
@@ -246,6 +304,7 @@ def _build(
     backend: str,
     *,
     subtract_lagrangian_bias: bool = False,
+    input_vector: str | None = None,
 ) -> SympySystem:
     sp, _ = import_sympy()
     if backend not in BACKENDS:
@@ -272,7 +331,15 @@ def _build(
                     "time derivative is unknown, so the rows cannot be differentiated"
                 )
     names = ns.value_names()
-    values = _Values(names)
+    if input_vector is not None:
+        if not ns.input_names:
+            raise ValueError("constrax.interop: `input_vector` needs `inputs` to collect")
+        if not isinstance(input_vector, str) or input_vector in names:
+            raise ValueError(
+                f"constrax.interop: `input_vector` must be a new key of p (a str that is not a "
+                f"parameter's name: {', '.join(map(repr, names))}), got {input_vector!r}"
+            )
+    values = _Values(names, input_vector, ns.input_names)
 
     L_fn = compile_rows([L], ns, names, backend)
 
@@ -337,9 +404,10 @@ def _build(
     return SympySystem(
         system=system,
         coordinates=tuple(str(q.func) for q in ns.coordinates),
-        parameters=names,
+        parameters=values.keys(),
         inputs=ns.input_names,
         constraint_rows=tuple(rows),
+        input_vector=input_vector,
     )
 
 
@@ -357,6 +425,7 @@ def from_lagrangian(
     frame=None,
     generalized_forces: Sequence | None = None,
     inputs: Sequence = (),
+    input_vector: str | None = None,
     backend: str = "lambdify",
 ) -> SympySystem:
     r"""Convert a symbolic Lagrangian and its constraints into a `cx.System`.
@@ -392,6 +461,9 @@ def from_lagrangian(
     - `generalized_forces`: optional, one expression $Q_i(t, q, \dot q)$ per coordinate.
     - `inputs`: functions of time (dynamicsymbols, e.g. a control torque) that may appear;
       each is read from `p[name]`, held fixed during one evaluation.
+    - `input_vector`: a key of `p` (e.g. `"u"`) under which every input is read, as one
+      vector in the order of `inputs`, instead of one scalar each: the `control` of a
+      `cx.fit.OptimalControlProblem`, `control=lambda p: p["u"]`.
     - `backend`: `"lambdify"` (sympy's JAX printer with common-subexpression elimination,
       the default) or `"sympy2jax"`.
 
@@ -430,4 +502,5 @@ def from_lagrangian(
         _rows(hol_coneqs, "hol_coneqs"),
         _rows(nonhol_coneqs, "nonhol_coneqs"),
         backend,
+        input_vector=input_vector,
     )

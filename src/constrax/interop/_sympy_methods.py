@@ -18,7 +18,7 @@ from ._sympy_compile import (
 
 
 def from_lagranges_method(
-    method, *, inputs: Sequence = (), backend: str = "lambdify"
+    method, *, inputs: Sequence = (), input_vector: str | None = None, backend: str = "lambdify"
 ) -> SympySystem:
     r"""Convert a `sympy.physics.mechanics.LagrangesMethod` into a `cx.System`.
 
@@ -32,7 +32,7 @@ def from_lagranges_method(
     **Arguments:**
 
     - `method`: the `LagrangesMethod`.
-    - `inputs`, `backend`: as for `from_lagrangian`.
+    - `inputs`, `input_vector`, `backend`: as for `from_lagrangian`.
 
     **Returns:** a `SympySystem`.
 
@@ -83,11 +83,14 @@ def from_lagranges_method(
         forcelist=method.forcelist or (),
         frame=method.inertial,
         inputs=inputs,
+        input_vector=input_vector,
         backend=backend,
     )
 
 
-def from_kanes_method(method, *, inputs: Sequence = (), backend: str = "lambdify") -> SympySystem:
+def from_kanes_method(
+    method, *, inputs: Sequence = (), input_vector: str | None = None, backend: str = "lambdify"
+) -> SympySystem:
     r"""Convert a `sympy.physics.mechanics.KanesMethod` into a `cx.System` with the same
     motion.
 
@@ -125,7 +128,7 @@ def from_kanes_method(method, *, inputs: Sequence = (), backend: str = "lambdify
     **Arguments:**
 
     - `method`: a `KanesMethod` on which `kanes_equations(bodies, loads)` has been called.
-    - `inputs`, `backend`: as for `from_lagrangian`.
+    - `inputs`, `input_vector`, `backend`: as for `from_lagrangian`.
 
     **Returns:** a `SympySystem`; `q` holds the method's coordinates `method.q`
     (independent, then dependent) and `qd` their time derivatives (not the speeds: map
@@ -209,4 +212,7 @@ def from_kanes_method(method, *, inputs: Sequence = (), backend: str = "lambdify
     if k_nh is not None and len(k_nh):
         nonhol = list(to_qd(k_nh * sp.Matrix(us) + method._f_nh))
     ns = Namespace(qs, _rows(inputs, "inputs"))
-    return _build(ns, L, list(f), hol, nonhol, backend, subtract_lagrangian_bias=True)
+    return _build(
+        ns, L, list(f), hol, nonhol, backend, subtract_lagrangian_bias=True,
+        input_vector=input_vector,
+    )  # fmt: skip
