@@ -1,4 +1,5 @@
-r"""Guesses from what a user knows of the motion (`cx.fit.path_guess`).
+r"""Guesses from what a user knows of the motion (`cx.fit.path_guess`,
+`cx.fit.simulated_guess`).
 
 Reference nobody here derived: the kinetic-energy-nearest velocity of a knife edge (unit
 mass) heading at θ to a sideways velocity (0, v) is its projection on the blade, (v s c,
@@ -64,3 +65,49 @@ def test_bad_path_guess_arguments_raise_naming_the_argument():
         fit.path_guess(problem, lambda t: jnp.zeros(3) * t, u=np.zeros(3))
     with pytest.raises(TypeError, match="`problem`"):
         fit.path_guess("parking", lambda t: jnp.zeros(3))
+
+
+def test_a_simulated_guess_is_the_motion_under_the_given_control():
+    """The unit mass under the least-effort control u = 6(1 - 2t) moves along
+    q = 3t² - 2t³ (closed form) and reaches q1 at rest: the guess is that motion and
+    that control, and the solve started from it is already at the optimum 12."""
+    system = cx.System(lambda t, q, qd, p: 0.5 * qd @ qd, force=lambda t, q, qd, p: p["u"])
+    problem = fit.OptimalControlProblem(
+        system, {"u": jnp.zeros(1)}, control=lambda p: p["u"], t1=1.0, q0=jnp.zeros(1),
+        qd0=jnp.zeros(1), q1=jnp.ones(1), qd1=jnp.zeros(1),
+        running_cost=lambda t, q, qd, u, p: u @ u,
+    )  # fmt: skip
+    guess = fit.simulated_guess(problem, lambda t: jnp.atleast_1d(6.0 * (1.0 - 2.0 * t)),
+                                num_points=11)  # fmt: skip
+    for t in np.linspace(0.0, 1.0, 11):  # the saved times: the motion to the tolerances
+        q, qd, u = guess(t)
+        np.testing.assert_allclose(q, [3 * t**2 - 2 * t**3], atol=1e-7)
+        np.testing.assert_allclose(qd, [6 * t - 6 * t**2], atol=1e-7)
+        np.testing.assert_allclose(u, [6.0 * (1 - 2 * t)], atol=1e-14)
+    sol = fit.solve_optimal_control(problem, guess, transcription=fit.HermiteSimpson(10),
+                                    progress=False)  # fmt: skip
+    assert sol.success and abs(sol.objective - 12.0) <= 1e-8
+
+
+def test_a_simulated_guess_of_the_knife_edge_keeps_its_no_slip_row():
+    problem = parking()
+    guess = fit.simulated_guess(problem, lambda t: jnp.stack([jnp.cos(t), 0.3 + 0.0 * t]))
+    for t in np.linspace(0.0, 5.0, 9):
+        q, qd, u = guess(t)
+        residual = cx.constraint_residual(
+            problem.system, t, jnp.asarray(q), jnp.asarray(qd), problem.params
+        )
+        assert float(jnp.max(jnp.abs(residual.velocity))) <= 1e-7
+        np.testing.assert_allclose(u, [np.cos(t), 0.3], atol=1e-14)
+
+
+def test_bad_simulated_guess_arguments_raise_naming_the_argument():
+    problem = parking()
+    with pytest.raises(ValueError, match=r"`u\(t\)` must return a control of shape \(2,\)"):
+        fit.simulated_guess(problem, lambda t: jnp.zeros(3))
+    with pytest.raises(TypeError, match="`u` must be a function"):
+        fit.simulated_guess(problem, jnp.zeros(2))
+    with pytest.raises(ValueError, match="`num_points` must be an int >= 2"):
+        fit.simulated_guess(problem, lambda t: jnp.zeros(2), num_points=1)
+    with pytest.raises(ValueError, match="needs the initial state"):
+        fit.simulated_guess(parking(q0=None), lambda t: jnp.zeros(2))

@@ -9,7 +9,7 @@ from ._controls import (
     PiecewiseLinear as PiecewiseLinear,
     Tabulated as Tabulated,
 )
-from ._guesses import path_guess as path_guess
+from ._guesses import path_guess as path_guess, simulated_guess as simulated_guess
 from ._identify import (
     IdentificationProblem as IdentificationProblem,
     Uncertainty as Uncertainty,
