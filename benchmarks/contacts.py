@@ -14,6 +14,9 @@ stabilisation). Then what a user of the eager call waits for (the bouncing ball,
 time of each `simulate_contacts` call, from cold caches): the first call, the same call
 again, a call with 9 save times after one with 5, and one with `max_switches=10` after 12
 (save times and the switch budget within their capacities run the compiled program).
+Last, the program's growth with the number of contacts: N = 1, 2, 4, 8 balls dropped side
+by side from different heights, one contact each, compiled from cold caches (`--contacts`
+sets the counts).
 The aims: a one-contact run compiles in at most 20 s on the 2-core CPU (met); its first
 eager call takes at most 6 s (issue 56; not met). The run time per switch is the run time
 over the number of segments.
@@ -154,6 +157,67 @@ def measure_eager() -> dict:
     return rows
 
 
+def _balls(N: int):
+    """`N` balls (radius 0.1 m, 1 kg) side by side over the floor, ball i dropped from
+    1 + 0.1 i m, one `FrictionalContact` each: `(run, q0, qd0)`."""
+    import jax.numpy as jnp
+
+    import constrax as cx
+
+    bodies = [
+        cx.rigid.RigidBody(1.0, jnp.full(3, 0.004), offset=7 * i, name=f"ball{i}") for i in range(N)
+    ]
+
+    def lagrangian(t, q, qd, p):
+        return sum(b.kinetic_energy(q, qd) - G * q[b.offset + 2] for b in bodies)
+
+    system = cx.System(lagrangian, [b.orientation_constraint() for b in bodies])
+    contacts = [
+        cx.rigid.FrictionalContact(
+            b, cx.rigid.Sphere(0.1), static_friction=0.4, kinetic_friction=0.2, restitution=0.5
+        )
+        for b in bodies
+    ]
+    states = [
+        b.state(jnp.array([0.5 * i, 0.0, 1.1 + 0.1 * i]), jnp.eye(3), jnp.zeros(3), jnp.zeros(3))
+        for i, b in enumerate(bodies)
+    ]
+    q0 = jnp.concatenate([s[0] for s in states])
+    qd0 = jnp.concatenate([s[1] for s in states])
+
+    def run(q0, qd0):
+        out = cx.rigid.simulate_contacts(
+            system, contacts, q0, qd0, modes=["separated"] * N, t1=1.0, max_switches=16
+        )
+        return out.q_final, out.num_switches
+
+    return run, q0, qd0
+
+
+def measure_contacts(counts) -> dict:
+    """Compile (trace, lower, XLA) and jaxpr size of the dropped balls for each count."""
+    import jax
+
+    from benchmarks._jaxpr import count_equations
+    from benchmarks._timing import compile_once, with_sums
+
+    rows = {}
+    for N in counts:
+        run, q0, qd0 = _balls(N)
+        compiled, t = compile_once(run, (q0, qd0))
+        t = with_sums(t)
+        _, switches = compiled(q0, qd0)
+        rows[str(N)] = {
+            "trace_s": t["trace"][0],
+            "lower_s": t["lower"][0],
+            "xla_s": t["xla"][0],
+            "compile_total_s": t["total"][0],
+            "jaxpr_equations": count_equations(jax.make_jaxpr(run)(q0, qd0)),
+            "switches": int(switches),
+        }
+    return rows
+
+
 def report(result: dict) -> str:
     from benchmarks._report import machine_line, md_table
 
@@ -207,6 +271,16 @@ def report(result: dict) -> str:
             for name, r in result["eager"].items()
         ]
         lines += md_table(["call", "wall (s)", "tenth impact (s)"], body)
+    if "contacts" in result:
+        lines += ["", "Balls dropped side by side, one contact each, to t = 1 s:", ""]
+        body = [
+            [N, f"{r['trace_s']:.2f}", f"{r['lower_s']:.2f}", f"{r['xla_s']:.2f}",
+             f"{r['compile_total_s']:.2f}", r["jaxpr_equations"], r["switches"]]
+            for N, r in result["contacts"].items()
+        ]  # fmt: skip
+        header = ["contacts", "trace (s)", "lower (s)", "XLA (s)", "compile total (s)",
+                  "jaxpr equations", "switches"]  # fmt: skip
+        lines += md_table(header, body)
     return "\n".join(lines) + "\n"
 
 
@@ -216,12 +290,16 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--contacts", default="1,2,4,8", help="contact counts, e.g. 1,2")
     args = parser.parse_args(argv)
     machine = machine_info()
     cases = measure(args.repeats)
     eager = measure_eager()
+    counts = [int(c) for c in args.contacts.split(",") if c]
+    scaling = measure_contacts(counts)
     machine["loadavg_at_end"] = loadavg()
-    result = {"machine": machine, "repeats": args.repeats, "cases": cases, "eager": eager}
+    result = {"machine": machine, "repeats": args.repeats, "cases": cases, "eager": eager,
+              "contacts": scaling}  # fmt: skip
     write_results(args.out, "contacts_cpu", result, report(result))
 
 

@@ -365,6 +365,12 @@ def test_benchmarks_page_quotes_the_committed_contacts_run():
         f"instead of 5 takes {eager[2]['wall_s']:.3f} s and one with a new `max_switches` "
         f"{eager[3]['wall_s']:.3f} s",
         f"= {cases['bounce']['output']:.10g} to 2e-15",
+        "grows linearly: {:.1f}, {:.1f}, {:.1f} and {:.1f} s for 1, 2, 4 and 8 contacts".format(
+            *(result["contacts"][n]["compile_total_s"] for n in ("1", "2", "4", "8"))
+        ),
     ]
+    # "Linearly": the cost of a contact added from 4 to 8 within 1.5x of one from 1 to 2.
+    t = {int(n): r["compile_total_s"] for n, r in result["contacts"].items()}
+    assert (t[8] - t[4]) / 4 <= 1.5 * (t[2] - t[1])
     assert missing(page, claims) == []
     assert abs(cases["bounce"]["output"] - 1.3528071587345922) <= 1e-14  # the closed form
