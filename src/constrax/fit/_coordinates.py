@@ -118,10 +118,9 @@ class AbstractStateCoordinates(eqx.Module):
         solution."""
 
     @abc.abstractmethod
-    def state_bounds(self, problem, bounds: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Bounds `(size,)` of a node state from the problem's constant `bounds` (default
-        `problem.bounds`), or `(K, size)` from bounds of `K` times
-        (`OptimalControlProblem.bounds_at`)."""
+    def state_bounds(self, problem, bounds: dict) -> tuple[np.ndarray, np.ndarray]:
+        """Bounds `(K, size)` of the node states at `K` times from the bounds of the
+        variables there (`OptimalControlProblem.bounds_at`)."""
 
     @abc.abstractmethod
     def fixed(self, problem, p) -> list[tuple[int, int, np.ndarray]]:
@@ -177,8 +176,8 @@ class Velocities(AbstractStateCoordinates):
     def unimposed(self, problem, ts, Q, Qd, p):
         return np.zeros((Q.shape[0], 0)), []
 
-    def state_bounds(self, problem, bounds=None):
-        B = problem.bounds if bounds is None else bounds
+    def state_bounds(self, problem, bounds):
+        B = bounds
         extra = np.full(multipliers(problem), np.inf)
         return (
             _concatenate([B["q"][0], B["qd"][0], -extra]),
@@ -359,9 +358,9 @@ class QuasiVelocities(AbstractStateCoordinates):
             f"{int(rank[k])} = {n - int(rank[k])}"
         )
 
-    def state_bounds(self, problem, bounds=None):
+    def state_bounds(self, problem, bounds):
         free = np.full(self.size(problem) - problem.n, np.inf)  # v and mu
-        B = problem.bounds if bounds is None else bounds
+        B = bounds
         return _concatenate([B["q"][0], -free]), _concatenate([B["q"][1], free])
 
     def fixed(self, problem, p):
@@ -444,7 +443,7 @@ def _basis(coordinates, t, q, p):
 
 
 def _concatenate(parts) -> np.ndarray:
-    """The parts joined along their last axis, their leading axes broadcast (bounds of
-    one time `(size,)` beside bounds of `K` times `(K, size)`)."""
+    """The parts joined along their last axis, their leading axes broadcast (bounds
+    of `K` times `(K, size)` beside the free parts `(size,)`)."""
     lead = np.broadcast_shapes(*(np.shape(x)[:-1] for x in parts))
     return np.concatenate([np.broadcast_to(x, (*lead, np.shape(x)[-1])) for x in parts], -1)

@@ -16,6 +16,16 @@ from .._system import System
 from ._ocp import OptimalControlProblem
 
 
+def _shape_at_t0(fn: Callable, name: str, problem: OptimalControlProblem) -> tuple:
+    """The shape `fn(t)` returns on a scalar time of the problem's dtype; `ValueError`
+    naming `name` where it fails."""
+    t0 = jnp.asarray(problem.t0, jnp.asarray(problem.t1).dtype)
+    try:
+        return jax.eval_shape(fn, t0).shape
+    except Exception as e:  # noqa: BLE001 - re-raised with the argument named
+        raise ValueError(f"`{name}(t)` failed on a scalar time: {e!r}") from e
+
+
 def path_guess(
     problem: OptimalControlProblem,
     path: Callable[[Float[Array, ""]], Float[Array, " n"]],
@@ -54,10 +64,7 @@ def path_guess(
     if not callable(path):
         raise TypeError(f"`path` must be a function t -> q (n,), got {path!r}")
     dtype = jnp.asarray(problem.t1).dtype
-    try:
-        shape = jax.eval_shape(path, jnp.asarray(problem.t0, dtype)).shape
-    except Exception as e:  # noqa: BLE001 - re-raised with the argument named
-        raise ValueError(f"`path(t)` failed on a scalar time: {e!r}") from e
+    shape = _shape_at_t0(path, "path", problem)
     if shape != (problem.n,):
         raise ValueError(f"`path(t)` must return q of shape ({problem.n},), got shape {shape}")
     u0 = np.asarray(problem.control(problem.params) if u is None else u, np.float64)
@@ -127,10 +134,7 @@ def simulated_guess(
     if not isinstance(num_points, int) or num_points < 2:
         raise ValueError(f"`num_points` must be an int >= 2, got {num_points!r}")
     dtype = jnp.asarray(problem.t1).dtype
-    try:
-        shape = jax.eval_shape(u, jnp.asarray(problem.t0, dtype)).shape
-    except Exception as e:  # noqa: BLE001 - re-raised with the argument named
-        raise ValueError(f"`u(t)` failed on a scalar time: {e!r}") from e
+    shape = _shape_at_t0(u, "u", problem)
     if shape != (problem.nu,):
         raise ValueError(f"`u(t)` must return a control of shape ({problem.nu},), got {shape}")
     system, control = problem.system, problem.control

@@ -36,6 +36,8 @@ from .._tolerances import initial_tolerance
 from ._bounds import bounds_along, check_bound_function, constant_bounds
 
 _INF = np.inf
+# The bounds that may be functions of time: their key in `bounds` and their argument.
+_BOUND_NAMES = {"u": "control_bounds", "q": "q_bounds", "qd": "qd_bounds"}
 
 
 def _scalar_shape(name: str, fn, *args, expect: str) -> tuple[int, ...]:
@@ -461,10 +463,8 @@ class OptimalControlProblem(eqx.Module):
         )
         point = _check_point_constraints(point_constraints, t0, t1, free_time, zeros, nu, p_u)
         bounds, functions = {"t1": t1_range}, {}
-        for key, name, value, size in (
-            ("u", "control_bounds", control_bounds, nu),
-            ("q", "q_bounds", q_bounds, n),
-            ("qd", "qd_bounds", qd_bounds, n),
+        for (key, name), value, size in zip(
+            _BOUND_NAMES.items(), (control_bounds, q_bounds, qd_bounds), (nu, n, n), strict=True
         ):
             if callable(value):
                 check_bound_function(name, value, t0, t1, free_time, (size,), dtype)
@@ -545,9 +545,8 @@ class OptimalControlProblem(eqx.Module):
         tightest of the constant bound and the function of time."""
         ts = np.atleast_1d(np.asarray(ts, np.float64))
         functions = dict(self.bound_functions)
-        names = {"u": "control_bounds", "q": "q_bounds", "qd": "qd_bounds"}
         out = {}
-        for k, name in names.items():
+        for k, name in _BOUND_NAMES.items():
             lo, hi = (np.broadcast_to(b, (ts.shape[0], *b.shape)) for b in self.bounds[k])
             if k in functions:
                 f_lo, f_hi = bounds_along(name, functions[k], ts, lo.shape[1:], self.t1.dtype)

@@ -387,25 +387,20 @@ class AbstractNLP(eqx.Module):
         pr, S, L = self.problem, self.sizes, self.layout
         N, s = S.N, S.s
         lo, hi = np.full(L.nz, -np.inf), np.full(L.nz, np.inf)
-        # The nodes' and midpoints' bounds: the constant ones, or those of their times
-        # where a bound is a function of time (a fixed final time).
+        # The bounds of the nodes and midpoints at their times (a bound may be a function
+        # of time; such a problem has a fixed final time).
         taus = {("X", "U"): self.taus(), ("Xm", "Um"): (np.arange(N) + 0.5) / N}
         for (name, uname), tau in taus.items():
             if name not in L.offsets:
                 continue
-            if pr.bound_functions:
-                B = pr.bounds_at(pr.t0 + tau * (float(pr.t1) - pr.t0))
-            else:
-                B = pr.bounds
+            B = pr.bounds_at(pr.t0 + tau * (float(pr.t1) - pr.t0))
             count = tau.shape[0]
             state = self.coordinates.state_bounds(pr, B)
             sl = slice(L.offsets[name], L.offsets[name] + count * s)
-            lo[sl] = np.broadcast_to(state[0], (count, s)).ravel()
-            hi[sl] = np.broadcast_to(state[1], (count, s)).ravel()
+            lo[sl], hi[sl] = state[0].ravel(), state[1].ravel()
             if uname in L.offsets:
                 sl = slice(L.offsets[uname], L.offsets[uname] + count * S.nu)
-                lo[sl] = np.broadcast_to(B["u"][0], (count, S.nu)).ravel()
-                hi[sl] = np.broadcast_to(B["u"][1], (count, S.nu)).ravel()
+                lo[sl], hi[sl] = B["u"][0].ravel(), B["u"][1].ravel()
         for node, start, value in self._fixed():
             i = L.offsets["X"] + (node % (N + 1)) * s + start
             lo[i : i + value.shape[0]] = hi[i : i + value.shape[0]] = value

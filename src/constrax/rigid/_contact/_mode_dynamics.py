@@ -77,6 +77,11 @@ _COT_TURN = float(1.0 / np.tan(np.pi / 3))
 _OPENING_TIME = 1.0
 
 
+def _normal_rates(kins) -> Array:
+    """`(N,)`: the normal velocity of each contact point (its gap's rate)."""
+    return jnp.stack([kin.frame[0] @ kin.v for kin in kins])
+
+
 def _unit(v) -> Array:
     """`v/|v|`, the zero vector at zero (finite derivatives)."""
     return v * safe_rsqrt(v @ v)
@@ -215,8 +220,7 @@ class _Model(eqx.Module):
         normal = jnp.where(modes == SEPARATED, 0.0, lam[rows])
         slip, scale = _slips_of(kins)
         gap = jnp.stack([c.gap(t, q, p) for c in self.contacts])
-        rate = jnp.stack([kin.frame[0] @ kin.v for kin in kins])
-        return _Eval(step.q_dot, qdd, normal, tangential, slip, scale, gap, rate)
+        return _Eval(step.q_dot, qdd, normal, tangential, slip, scale, gap, _normal_rates(kins))
 
     def event_value(self, modes, t, q, qd, p, anchors) -> Array:
         r"""The event function of a segment, $\min_i\min(\phi_i, N_i)$ (module docstring);
@@ -226,8 +230,7 @@ class _Model(eqx.Module):
 
     def gap_rates(self, t, q, qd, p) -> Array:
         """`(N,)`: the normal velocities of the contact points, the gaps' rates."""
-        kins = [c.kinematics(t, q, qd, p) for c in self.contacts]
-        return jnp.stack([kin.frame[0] @ kin.v for kin in kins])
+        return _normal_rates([c.kinematics(t, q, qd, p) for c in self.contacts])
 
     def slips(self, t, q, qd, p) -> tuple[Array, Array]:
         """The slip velocities `(N, 3)` and their speed scales `(N,)` at `(t, q, qd)`."""
