@@ -13,11 +13,7 @@ from ..rigid._contact._contacts import (
     body_constraints,
     rolling_contact,
 )
-from ..rigid._contact._friction import (
-    combine_forces,
-    viscous_rolling_friction,
-    viscous_spin_friction,
-)
+from ..rigid._contact._friction import _viscous_friction
 from ..rigid._contact._shapes import Disk, Sphere
 from ..rigid._contact._surfaces import Plane, rotating_plane
 from ..rigid._kinematics._body import RigidBody
@@ -177,9 +173,9 @@ def tilted_rolling_disk(*, orientation: AbstractOrientation = _QUATERNION, **ove
     template = RigidBody(p["mass"], inertia_of(p), orientation, name="disk")
 
     shape = Disk(lambda p: p["radius"])
-    force = combine_forces(
-        viscous_rolling_friction(template, lambda p: p["c_roll"]),
-        viscous_spin_friction(template, lambda p: p["c_spin"]),
+    # both frictions in one torque: the angular velocity traced once
+    force = _viscous_friction(
+        template, _Z, rolling=lambda p: p["c_roll"], spin=lambda p: p["c_spin"]
     )
     cons = body_constraints(
         template.orientation_constraint(), rolling_contact(template, shape, Plane())

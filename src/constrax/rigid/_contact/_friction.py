@@ -88,15 +88,7 @@ def viscous_spin_friction(body: AbstractRigidBody, coefficient, normal=(0.0, 0.0
 
     **Example:** `viscous_spin_friction(disk, lambda p: p["c_spin"])`.
     """
-    _check_body(body)
-    n0 = _unit(normal)
-
-    def Q(t, q, qd, p):
-        n = n0.astype(q.dtype)
-        spin = lambda w: -_param(coefficient, p) * (w @ n) * n
-        return _torque_load(body, q, qd, spin)
-
-    return Q
+    return _viscous_friction(body, normal, spin=coefficient)
 
 
 def viscous_rolling_friction(
@@ -107,13 +99,26 @@ def viscous_rolling_friction(
 
     **Example:** `viscous_rolling_friction(ball, 0.01)`.
     """
+    return _viscous_friction(body, normal, rolling=coefficient)
+
+
+def _viscous_friction(body: AbstractRigidBody, normal, *, rolling=None, spin=None) -> ForceFn:
+    r"""$\tau = -c_r(\omega - (\omega\cdot n)n) - c_s(\omega\cdot n)n$ for the coefficients
+    given (`None`: that term left out), the angular velocity traced once for both (the sum
+    of `viscous_rolling_friction` and `viscous_spin_friction` through `combine_forces`
+    traces it twice)."""
     _check_body(body)
     n0 = _unit(normal)
 
     def Q(t, q, qd, p):
         n = n0.astype(q.dtype)
-        rolling = lambda w: -_param(coefficient, p) * (w - (w @ n) * n)
-        return _torque_load(body, q, qd, rolling)
+
+        def tau(w):
+            s = (w @ n) * n
+            out = 0.0 if spin is None else -_param(spin, p) * s
+            return out if rolling is None else out - _param(rolling, p) * (w - s)
+
+        return _torque_load(body, q, qd, tau)
 
     return Q
 

@@ -26,6 +26,7 @@ from jaxtyping import Array, Float
 from ..._tolerances import tolerance
 from ._so3 import (
     body_angular_velocity,
+    cross,
     euler_zxz_to_rotation,
     orthonormality_residual,
     project_to_so3,
@@ -169,6 +170,20 @@ class RotationMatrix(AbstractOrientation):
         return 0.5 * jnp.sum((Rd @ J) * Rd)
 
 
+def _quaternion_rate(x, xd, spatial: bool) -> Array:
+    r"""$2\operatorname{vec}(\dot q\otimes\bar q)/|q|^2$ (`spatial`) or
+    $2\operatorname{vec}(\bar q\otimes\dot q)/|q|^2$ (body), for $q = (w, u)$ and
+    $\dot q = (\dot w, \dot u)$: $2(w\dot u - \dot w u \pm u\times\dot u)/|q|^2$.
+
+    The vector part written out: the Hamilton product's scalar part, the conjugate and the
+    concatenations are not traced (the angular velocity enters every derived term of a
+    quaternion body's dynamics, each differentiated twice)."""
+    w, u = jnp.split(x, [1])
+    wd, ud = jnp.split(xd, [1])
+    rate, turn = w * ud - wd * u, cross(u, ud)
+    return (2.0 * safe_reciprocal(x @ x)) * (rate + turn if spatial else rate - turn)
+
+
 class Quaternion(AbstractOrientation):
     r"""A quaternion $(w, x, y, z)$ (scalar first) with the norm row $|q|^2 - 1 = 0$.
 
@@ -200,12 +215,12 @@ class Quaternion(AbstractOrientation):
     def spatial_angular_velocity(self, x, xd):
         r"""$\omega = 2\operatorname{vec}(\dot q\otimes\bar q)/|q|^2$ (closed form; zero at
         $q = 0$, where $R = I$)."""
-        return 2.0 * safe_reciprocal(x @ x) * quaternion_multiply(xd, quaternion_conjugate(x))[1:]
+        return _quaternion_rate(x, xd, spatial=True)
 
     def body_angular_velocity(self, x, xd):
         r"""$\Omega = 2\operatorname{vec}(\bar q\otimes\dot q)/|q|^2$ (closed form; zero at
         $q = 0$)."""
-        return 2.0 * safe_reciprocal(x @ x) * quaternion_multiply(quaternion_conjugate(x), xd)[1:]
+        return _quaternion_rate(x, xd, spatial=False)
 
     def coordinate_names(self, prefix):
         return tuple(f"{prefix}q{c}" for c in "wxyz")
