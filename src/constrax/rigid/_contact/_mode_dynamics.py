@@ -168,7 +168,15 @@ class _Model(eqx.Module):
     def evaluate(self, modes, t, q, qd, p, anchors) -> _Eval:
         """The dynamics in the mode assignment `modes` `(N,)` (traced) at `(t, q, qd)`: one
         saddle system with every contact's rows, those of its mode switched on, and the
-        kinetic friction of the sliding contacts solved for with it (module docstring)."""
+        kinetic friction of the sliding contacts solved for with it (module docstring).
+
+        A nested `jit`: a run evaluates the dynamics in a dozen places (the segment's
+        field and event, the switch, its trial modes, the initial checks), and JAX traces
+        the body once for all of them and caches its derivatives per jaxpr; XLA inlines
+        the calls, so run time is unchanged."""
+        return _evaluate(self, modes, t, q, qd, p, anchors)
+
+    def _evaluate(self, modes, t, q, qd, p, anchors) -> _Eval:
         system = self.full_system()
         mask = row_layout(system, t, q, qd, p).mask
         active = self.active_rows(modes, mask.shape[0])
@@ -256,3 +264,8 @@ class _Model(eqx.Module):
         gap = ev.gap - self.gap_margin + jnp.maximum(ev.gap_rate, 0.0) * _OPENING_TIME
         phi = jnp.where(modes == ROLLING, cone, jnp.where(separated, gap, along))
         return jnp.stack([phi, jnp.where(separated, gap, ev.normal)], axis=1)
+
+
+@eqx.filter_jit
+def _evaluate(model: _Model, modes, t, q, qd, p, anchors) -> _Eval:
+    return model._evaluate(modes, t, q, qd, p, anchors)
