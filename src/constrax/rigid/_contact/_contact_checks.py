@@ -16,6 +16,7 @@ same message under `jit`, `grad` and `vmap` (docs page "Rolling or sliding").
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ._contacts import _height, contact_point_velocity
 from ._frictional_contact import ROLLING, SEPARATED, FrictionalContact
@@ -87,18 +88,33 @@ def _violations(contact: FrictionalContact, mode: int, t, q, qd, p, tolerance) -
     return jnp.stack(bad)
 
 
+def _all_violations(contacts, modes: tuple, t, q, qd, p, tolerance) -> jax.Array:
+    """`_violations` of every contact, concatenated, on `stop_gradient`-ed values."""
+    t, q, qd, p = jax.lax.stop_gradient((t, q, qd, p))
+    return jnp.concatenate(
+        [_violations(c, m, t, q, qd, p, tolerance) for c, m in zip(contacts, modes, strict=True)]
+    )
+
+
+# Eagerly, one small program: the checks' few hundred operations run one by one would
+# each compile a program of their own (a second of a first call's time).
+_all_violations_jit = eqx.filter_jit(_all_violations)
+
+
 def check_contacts(contacts, modes, t, q, qd, p, tolerance, where: str):
     """`q`, or an error naming the first contact whose radius or initial rows fail
     (`tolerance` `None` checks the radius only): a `ValueError` where the values are
     concrete, an `equinox` runtime error under a trace."""
-    t_, q_, qd_, p_ = jax.lax.stop_gradient((t, q, qd, p))
-    msgs, bad = [], []
-    for contact, mode in zip(contacts, modes, strict=True):
-        msgs += _messages(contact, mode, tolerance, where)
-        bad.append(_violations(contact, mode, t_, q_, qd_, p_, tolerance))
-    bad = jnp.concatenate(bad)
-    if not isinstance(bad, jax.core.Tracer):  # eagerly: a ValueError, as the other checks
-        if bool(jnp.any(bad)):
-            raise ValueError(msgs[int(jnp.argmax(bad))])
+    msgs = [
+        m for contact, mode in zip(contacts, modes, strict=True)
+        for m in _messages(contact, mode, tolerance, where)
+    ]  # fmt: skip
+    modes = tuple(int(m) for m in modes)
+    if not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((t, q, qd, p))):
+        # eagerly: a ValueError, as the other checks
+        bad = np.asarray(_all_violations_jit(contacts, modes, t, q, qd, p, tolerance))
+        if np.any(bad):
+            raise ValueError(msgs[int(np.argmax(bad))])
         return q
+    bad = _all_violations(contacts, modes, t, q, qd, p, tolerance)
     return eqx.branched_error_if(q, jnp.any(bad), jnp.argmax(bad), msgs)

@@ -204,15 +204,29 @@ def _check_initial_state(system, contacts, codes, t0, q0, qd0, p, initial_tolera
     contacts' own rows in their initial modes and their shapes' radii, then the system's
     own rows (e.g. an orientation constraint), with the same rules. The friction cone and
     the normal reaction are checked inside the run (`_run_checks`)."""
-    layout = row_layout(system, t0, q0, qd0, p)
-    where = "cx.rigid.simulate_contacts"
+    row_layout(system, t0, q0, qd0, p)  # the shapes, named, before anything compiles
     tolerance = None if initial_tolerance is None else float(initial_tolerance)
-    q0 = check_contacts(contacts, codes, t0, q0, qd0, p, tolerance, where)
+    q0 = check_contacts(contacts, codes, t0, q0, qd0, p, tolerance, _WHERE)
     if initial_tolerance is not None and system.constraints:
-        q0 = check_initial_state(
-            system, None, layout, t0, q0, qd0, None, p, tolerance, False, where=where
-        )
+        concrete = not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((q0, qd0, p)))
+        check = _system_rows_jit if concrete else _system_rows
+        q0 = check(system, t0, q0, qd0, p, tolerance)
     return q0
+
+
+_WHERE = "cx.rigid.simulate_contacts"
+
+
+def _system_rows(system, t0, q0, qd0, p, tolerance) -> Array:
+    """`q0`, or an error naming the system's own row that the initial state violates."""
+    layout = row_layout(system, t0, q0, qd0, p)
+    return check_initial_state(
+        system, None, layout, t0, q0, qd0, None, p, tolerance, False, where=_WHERE
+    )
+
+
+# Eagerly one small program, not an operation at a time (`_contact_checks`).
+_system_rows_jit = eqx.filter_jit(_system_rows)
 
 
 def _throw(out: ContactTrajectory, contacts, max_switches: int) -> ContactTrajectory:
