@@ -350,6 +350,38 @@ def test_trajectory_optimisation_page_quotes_the_committed_opty_run():
     assert missing(page, claims) == []
 
 
+def test_trajectory_optimisation_page_quotes_the_committed_scaling_run():
+    """The scaling paragraph's figures are those of
+    `benchmarks/results/trajopt_scaling_cpu.json`, whose time per iteration is linear in
+    the intervals (within 25 % of its mean per interval at every size); the page includes
+    its table."""
+    result = json.loads((RESULTS / "trajopt_scaling_cpu.json").read_text())
+    page = (ROOT / "docs" / "concepts" / "trajectory-optimisation.md").read_text()
+    assert '--8<-- "benchmarks/results/trajopt_scaling_cpu.md"' in page
+    rows = {r["N"]: r for r in result["rows"]}
+    assert all(r["success"] for r in rows.values())
+    per = [r["per_iteration_ms"] / N for N, r in rows.items()]
+    mean = sum(per) / len(per)
+    assert all(abs(x / mean - 1) < 0.25 for x in per), per
+    big, small = rows[max(rows)], rows[min(rows)]
+    claims = [
+        f"{min(per):.3f}–{max(per):.3f} ms per interval and\niteration",
+        f"{big['per_iteration_ms']:.1f} ms an iteration at {big['N']} intervals",
+        f"{big['solve_median_s']:.2f} s in {big['iterations']} iterations",
+        f"{big['ipopt_cpu_s']['linear_solver']:.2f} s at {big['N']} intervals",
+        f"({big['programs_s']:.2f} s: values",
+        f"{big['ipopt_cpu_s']['functions'] - big['programs_s']:.2f} s, what lies outside IPOPT",
+        f"its checks) {big['solve_median_s'] - big['ipopt_wall_s']:.2f} s",
+        f"({small['compile_s']:.1f} s at {small['N']}\nintervals, {big['compile_s']:.1f} s at "
+        f"{big['N']}",
+        f"({small['peak_rss_mb']:.0f} MB to {big['peak_rss_mb']:.0f} MB",
+    ]
+    assert missing(page, claims) == []
+    linear = big["ipopt_cpu_s"]["linear_solver"] / big["solve_median_s"]
+    programs = big["programs_s"] / big["solve_median_s"]
+    assert linear > 0.5 and 0.25 < programs < 0.4  # "half of it and more", "about a third"
+
+
 def test_benchmarks_page_quotes_the_committed_contacts_run():
     """The compile times, equation count and eager calls the contact paragraph quotes are
     those of `benchmarks/results/contacts_cpu.json`."""
