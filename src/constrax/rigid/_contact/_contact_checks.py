@@ -110,9 +110,11 @@ def check_contacts(contacts, modes, t, q, qd, p, tolerance, where: str):
         for m in _messages(contact, mode, tolerance, where)
     ]  # fmt: skip
     modes = tuple(int(m) for m in modes)
-    if not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((t, q, qd, p))):
-        # eagerly: a ValueError, as the other checks
-        bad = np.asarray(_all_violations_jit(contacts, modes, t, q, qd, p, tolerance))
+    # Concrete where the call is eager, also under an eager `jax.grad` (the checks read
+    # `stop_gradient`-ed values): then a ValueError, as the other checks.
+    values = jax.lax.stop_gradient((t, q, qd, p))
+    if not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(values)):
+        bad = np.asarray(_all_violations_jit(contacts, modes, *values, tolerance))
         if np.any(bad):
             raise ValueError(msgs[int(np.argmax(bad))])
         return q

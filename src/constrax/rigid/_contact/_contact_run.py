@@ -2,6 +2,13 @@ r"""The run of `simulate_contacts`: a `jax.lax.scan` over at most `max_switches 
 segments, each a `diffrax.diffeqsolve` in fixed modes up to its event (docs page "Rolling
 or sliding").
 
+Each step of the scan takes a boundary, then integrates the segment after it: the first
+step's boundary is the initial state (its checks, `_run_checks`), each later one the event
+that ended the segment before (`_mode_switch`). Both read the dynamics at the boundary's
+state from one evaluation, so the program holds one copy of it for the two (a separate
+initial check was a second copy, a tenth of the program to compile); the last step's
+segment, after the last possible switch, integrates nothing.
+
 The program's shapes are capacities, not the request: the save times are padded to a
 capacity and the switch log has one too (`capacity`: powers of two from 16), and the
 switch budget `max_switches` is run-time data, so a new number of save times or a new
@@ -32,7 +39,7 @@ from ._contact_trajectory import FAILED, IMPACT, INCONSISTENT, OK, ZENO, Contact
 from ._event_time import exact_rate
 from ._mode_dynamics import _Model
 from ._mode_switch import switch_at_event
-from ._run_checks import _INIT_OK, _initial_codes
+from ._run_checks import _INIT_OK, _initial_codes, initial_anchors
 
 
 class _Static:
@@ -53,15 +60,20 @@ class _Static:
 class _Carry(NamedTuple):
     """The state of the walk between segments."""
 
-    t: Array  # where the last segment ended
+    t: Array  # where the last segment ended (where the run ended, once done)
     q: Array
     qd: Array
-    modes: Array  # (N,) the modes of the next segment
+    modes: Array  # (N,) the modes of the last segment
     anchors: Array  # (N, 3) the slip directions of the sliding contacts
+    ran: Array  # the last segment was integrated (the run had not ended before it)
+    fired: Array  # its event fired (a switch is due at its end)
+    ok: Array  # its integration succeeded
     done: Array  # the run has ended (t1 reached, a failure, or the budget spent)
     status: Array  # the status code (`_contact_trajectory`)
     who: Array  # the contact of the last event
     when: Array  # the time of the last event
+    codes: Array  # (N,) the initial checks' codes (`_run_checks`)
+    normal_scale: Array  # the scale of the normal reactions (from the initial state)
     q_ts: Array  # (k, n) the states at the save times (`inf` where not reached)
     qd_ts: Array
     m_ts: Array  # (k, N) the modes there
@@ -87,7 +99,6 @@ class _Walk(NamedTuple):
     t1: Array
     mu_s: Array
     tolerance: float
-    normal_scale: Array
     max_switches: Array  # the switch budget (run-time data; the log holds `capacity`)
 
 
@@ -156,72 +167,117 @@ def _log_switch(log, i, switch, entry, S) -> tuple:
     return tuple(jnp.where(logged, x.at[j].set(v), x) for x, v in zip(log, entry, strict=True))
 
 
-def _segment(walk: _Walk, carry: _Carry, i) -> tuple[_Carry, None]:
-    """Segment `i`: integrate to the event, save, switch the contact at fault and log it,
-    and the status of the run after it."""
-    done, S = carry.done, walk.max_switches
-    # A finished run integrates from t1 to t1: no steps, nothing changes.
-    start = jnp.where(done, walk.t1, carry.t)
-    sol = _integrate(walk, carry, start)
-    t_seg = sol.ts[0][-1]
-    q_seg, qd_seg = sol.ys[0][0][-1], sol.ys[0][1][-1]
-    ok = diffrax.is_okay(sol.result) | done
-    fired = sol.event_mask & ~done & ok
-
+def _boundary(walk: _Walk, carry: _Carry, j) -> _Carry:
+    """Boundary `j`: the initial state's checks (`j = 0`), or the switch at the end of
+    segment `i = j - 1` (its event, the contact at fault, the log, the status), and the
+    state the next segment starts from."""
+    model, i, S = walk.model, j - 1, walk.max_switches
+    first = j == 0
+    ev = model.evaluate(carry.modes, carry.t, carry.q, carry.qd, walk.p, carry.anchors)
+    codes, scale = _initial_codes(
+        model, carry.modes, carry.t, carry.q, carry.qd, walk.p, walk.tolerance, ev
+    )
+    codes = jnp.where(first, codes, carry.codes)
+    normal_scale = jnp.where(first, scale, carry.normal_scale)
+    init_bad = first & jnp.any(codes != _INIT_OK)
+    t_seg, fired = carry.t, carry.fired
     at = switch_at_event(
-        walk.model,
+        model,
         carry.modes,
         carry.anchors,
         fired,
         t_seg,
-        q_seg,
-        qd_seg,
+        carry.q,
+        carry.qd,
         walk.p,
         walk.mu_s,
         walk.tolerance,
-        walk.normal_scale,
+        normal_scale,
+        ev,
     )
     c, switch = at.contact, at.switch
-    # The states saved in this segment, with its modes, up to its boundary. A touchdown is
-    # taken at the zero of its gap, at `at.t`, next to the located event (`_mode_switch`):
-    # a save time between the event and `at.t` gets the flight's state by the same Taylor
-    # step; one between `at.t` and an event located late is the next segment's.
-    saved = ~done & (walk.ts >= start) & (walk.ts <= jnp.minimum(t_seg, at.t))
-    late = (~done & (walk.ts > t_seg) & (walk.ts <= at.t))[:, None]
-    tau = (walk.ts - t_seg)[:, None]
+    # The saves of the segment up to its boundary: a touchdown is taken at the zero of its
+    # gap, at `at.t`, next to the located event (`_mode_switch`). A save time between the
+    # event and `at.t` gets the flight's state by the same Taylor step; one between `at.t`
+    # and an event located late is the next segment's (unsaved until it runs).
+    ts, ran = walk.ts, carry.ran
+    late = (ran & (ts > t_seg) & (ts <= at.t))[:, None]
+    early = (ran & (ts > at.t) & (ts <= t_seg))[:, None]
+    tau = (ts - t_seg)[:, None]
     q_dot, qdd = at.rate
-    q_late = q_seg + (q_dot + 0.5 * tau * qdd) * tau
-    q_ts = jnp.where(saved[:, None], sol.ys[1][0], jnp.where(late, q_late, carry.q_ts))
-    qd_ts = jnp.where(
-        saved[:, None], sol.ys[1][1], jnp.where(late, qd_seg + tau * qdd, carry.qd_ts)
-    )
-    m_ts = jnp.where(saved[:, None] | late, carry.modes[None], carry.m_ts)
-    t_seg, q_seg = at.t, at.q
-    entry = (t_seg, c, at.modes, q_seg, at.qd, at.contacts, at.impulses)
+    inf = jnp.asarray(jnp.inf, carry.q.dtype)
+    q_late = carry.q + (q_dot + 0.5 * tau * qdd) * tau
+    q_ts = jnp.where(late, q_late, jnp.where(early, inf, carry.q_ts))
+    qd_ts = jnp.where(late, carry.qd + tau * qdd, jnp.where(early, inf, carry.qd_ts))
+    m_ts = jnp.where(late, carry.modes[None], jnp.where(early, -1, carry.m_ts))
+    entry = (at.t, c, at.modes, at.q, at.qd, at.contacts, at.impulses)
     log = _log_switch(carry.log, i, switch, entry, S)
-    new_status = jnp.where(
-        ~ok, FAILED, jnp.where(at.unsolvable, IMPACT, jnp.where(switch & (i >= S), ZENO, OK))
+    status = jnp.where(
+        ~carry.ok,
+        FAILED,
+        jnp.where(at.unsolvable, IMPACT, jnp.where(switch & (i >= S), ZENO, OK)),
     )
-    carry = _Carry(
-        t=jnp.where(done, carry.t, t_seg),
-        q=jnp.where(done, carry.q, q_seg),
+    done = carry.done
+    kept = done | first  # the state stays: the run had ended, or it starts here
+    return _Carry(
+        t=jnp.where(done, carry.t, at.t),
+        q=jnp.where(done, carry.q, at.q),
         qd=jnp.where(done, carry.qd, at.qd),
         modes=at.modes,
         anchors=at.anchors,
-        done=done | ~switch | (i >= S) | at.unsolvable,
-        status=jnp.where(done, carry.status, new_status).astype(jnp.int32),
-        who=jnp.where(done | ~fired, carry.who, c).astype(jnp.int32),
-        when=jnp.where(done, carry.when, t_seg),
+        ran=carry.ran,
+        fired=fired,
+        ok=carry.ok,
+        done=jnp.where(first, init_bad, done | ~switch | (i >= S) | at.unsolvable),
+        status=jnp.where(
+            first, jnp.where(init_bad, INCONSISTENT, OK), jnp.where(done, carry.status, status)
+        ).astype(jnp.int32),
+        who=jnp.where(
+            first,
+            jnp.where(init_bad, jnp.argmax(codes != _INIT_OK), -1),
+            jnp.where(done | ~fired, carry.who, c),
+        ).astype(jnp.int32),
+        when=jnp.where(kept, carry.when, at.t),
+        codes=codes,
+        normal_scale=normal_scale,
         q_ts=q_ts,
         qd_ts=qd_ts,
         m_ts=m_ts,
         log=log,
     )
-    return carry, None
 
 
-def _initial_carry(modes0, t0, q0, qd0, anchors0, codes, k: int, S: int) -> _Carry:
-    """The walk before its first segment: done at once where an initial check failed."""
+def _segment(walk: _Walk, carry: _Carry) -> _Carry:
+    """The segment after a boundary: integrate to its event and save the times it covers
+    (a finished run integrates from $t_1$ to $t_1$: no steps, nothing changes)."""
+    done = carry.done
+    start = jnp.where(done, walk.t1, carry.t)
+    sol = _integrate(walk, carry, start)
+    t_seg = sol.ts[0][-1]
+    q_seg, qd_seg = sol.ys[0][0][-1], sol.ys[0][1][-1]
+    ok = diffrax.is_okay(sol.result) | done
+    saved = (~done & (walk.ts >= start) & (walk.ts <= t_seg))[:, None]
+    return carry._replace(
+        t=jnp.where(done, carry.t, t_seg),
+        q=jnp.where(done, carry.q, q_seg),
+        qd=jnp.where(done, carry.qd, qd_seg),
+        ran=~done,
+        fired=sol.event_mask & ~done & ok,
+        ok=ok,
+        q_ts=jnp.where(saved, sol.ys[1][0], carry.q_ts),
+        qd_ts=jnp.where(saved, sol.ys[1][1], carry.qd_ts),
+        m_ts=jnp.where(saved, carry.modes[None], carry.m_ts),
+    )
+
+
+def _step(walk: _Walk, carry: _Carry, j) -> tuple[_Carry, None]:
+    """Step `j` of the scan: boundary `j`, then segment `j` (module docstring)."""
+    return _segment(walk, _boundary(walk, carry, j)), None
+
+
+def _initial_carry(modes0, t0, q0, qd0, anchors0, k: int, S: int) -> _Carry:
+    """The walk before its first boundary: the initial state, as if a segment had ended
+    there without an event."""
     inf = jnp.asarray(jnp.inf, q0.dtype)
     n, N = q0.shape[0], modes0.shape[0]
     log0 = (
@@ -233,17 +289,22 @@ def _initial_carry(modes0, t0, q0, qd0, anchors0, codes, k: int, S: int) -> _Car
         jnp.zeros((S, N), bool),
         jnp.zeros((S, N, 3), q0.dtype),
     )
-    init_bad = jnp.any(codes != _INIT_OK)
+    false = jnp.asarray(False)
     return _Carry(
         t=t0,
         q=q0,
         qd=qd0,
         modes=modes0,
         anchors=anchors0,
-        done=init_bad,
-        status=jnp.where(init_bad, INCONSISTENT, OK).astype(jnp.int32),
-        who=jnp.where(init_bad, jnp.argmax(codes != _INIT_OK), -1).astype(jnp.int32),
+        ran=false,
+        fired=false,
+        ok=jnp.asarray(True),
+        done=false,
+        status=jnp.asarray(OK, jnp.int32),
+        who=jnp.asarray(-1, jnp.int32),
         when=t0,
+        codes=jnp.zeros(N, jnp.int32),
+        normal_scale=jnp.ones((), q0.dtype),
         q_ts=jnp.full((k, n), inf),
         qd_ts=jnp.full((k, n), inf),
         m_ts=jnp.full((k, N), -1, jnp.int32),
@@ -251,7 +312,7 @@ def _initial_carry(modes0, t0, q0, qd0, anchors0, codes, k: int, S: int) -> _Car
     )
 
 
-def _trajectory(out: _Carry, model: _Model, modes0, codes, ts, p, S: int) -> ContactTrajectory:
+def _trajectory(out: _Carry, model: _Model, modes0, ts, p, S: int) -> ContactTrajectory:
     """The `ContactTrajectory` of the final carry, its mode log padded with the last
     modes."""
     times, contacts, mode_log, q_log, qd_log, switched, impulses = out.log
@@ -278,7 +339,7 @@ def _trajectory(out: _Carry, model: _Model, modes0, codes, ts, p, S: int) -> Con
         status=status.astype(jnp.int32),
         failed_contact=jnp.where(status == OK, -1, out.who).astype(jnp.int32),
         failed_time=jnp.where(status == OK, jnp.nan, out.when),
-        initial_check=codes,
+        initial_check=out.codes,
         system=model.system,
         contact_arrays=eqx.partition(model.contacts, eqx.is_array)[0],
         contact_statics=eqx.partition(model.contacts, eqx.is_array)[1],
@@ -312,7 +373,7 @@ def _run(
     """The initial checks, then the segments (module docstring)."""
     system, stabilisation = static.parts
     model = _Model(system, contacts, stabilisation, gap_margin=tolerance)
-    codes, anchors0, normal_scale = _initial_codes(model, modes0, t0, q0, qd0, p, tolerance)
+    anchors0 = initial_anchors(model, t0, q0, qd0, p)
     term, event = _term_and_event(root_finder)
     walk = _Walk(
         model=model,
@@ -328,13 +389,14 @@ def _run(
         t1=t1,
         mu_s=model.static_friction(p),
         tolerance=tolerance,
-        normal_scale=normal_scale,
         max_switches=max_switches,
     )
     S = capacity  # the log's length; the budget `max_switches` is at most it
-    carry0 = _initial_carry(modes0, t0, q0, qd0, anchors0, codes, ts.shape[0], S)
-    out, _ = jax.lax.scan(functools.partial(_segment, walk), carry0, jnp.arange(S + 1))
-    return _trajectory(out, model, modes0, codes, ts, p, S)
+    carry0 = _initial_carry(modes0, t0, q0, qd0, anchors0, ts.shape[0], S)
+    # Boundaries 0 (the initial state) to S + 1 (after segment S, the last the budget
+    # allows), each followed by its segment (module docstring).
+    out, _ = jax.lax.scan(functools.partial(_step, walk), carry0, jnp.arange(S + 2))
+    return _trajectory(out, model, modes0, ts, p, S)
 
 
 @functools.cache

@@ -76,12 +76,12 @@ class Switch(NamedTuple):
 
 
 def switch_at_event(
-    model: _Model, modes, anchors, fired, t, q, qd, p, mu_s, tolerance: float, normal_scale
+    model: _Model, modes, anchors, fired, t, q, qd, p, mu_s, tolerance: float, normal_scale, ev
 ) -> Switch:
     """The contacts at fault at an event `(t, q, qd)` in `modes`, and the modes, anchors
-    and velocities after it (module docstring); nothing changes where `fired` is false."""
+    and velocities after it (module docstring); nothing changes where `fired` is false.
+    `ev` is `model.evaluate(modes, t, q, qd, p, anchors)`."""
     N = len(model.contacts)
-    ev = model.evaluate(modes, t, q, qd, p, anchors)
     closed = modes != SEPARATED
     conditions = model.conditions(modes, ev, anchors, p)
     normal = jnp.where(closed, ev.normal, jnp.inf)

@@ -35,12 +35,17 @@ _INIT_CODES = (
 _INIT_ORDER = (8, 1, 2, 3, 9, 4, 5, 6, 7)
 
 
-def _initial_codes(model: _Model, modes, t, q, qd, p, tolerance) -> tuple[Array, Array]:
-    """Per-contact code of the first failed initial check (0: consistent), the initial
-    slip anchors, and the scale of the normal reactions."""
+def initial_anchors(model: _Model, t, q, qd, p) -> Array:
+    """`(N, 3)`: the slip directions of the contacts at the initial state (the anchors of
+    the sliding ones)."""
+    return jax.vmap(_unit)(model.slips(t, q, qd, p)[0])
+
+
+def _initial_codes(model: _Model, modes, t, q, qd, p, tolerance, ev) -> tuple[Array, Array]:
+    """Per-contact code of the first failed initial check (0: consistent) and the scale of
+    the normal reactions, from `ev`, the dynamics at the initial state in `modes` with
+    `initial_anchors`."""
     slip, scale = model.slips(t, q, qd, p)
-    anchors = jax.vmap(_unit)(slip)
-    ev = model.evaluate(modes, t, q, qd, p, anchors)
     coefficients = [c.coefficients(p) for c in model.contacts]
     mu_s = jnp.stack([m[0] for m in coefficients])
     mu_k = jnp.stack([m[1] for m in coefficients])
@@ -68,7 +73,7 @@ def _initial_codes(model: _Model, modes, t, q, qd, p, tolerance) -> tuple[Array,
         code = jnp.where(checks[k - 1], k, code)
     # The scale of the normal reactions: of the contacts in contact at t0, else the weight
     # the first of them to close will carry (its order of magnitude: |W qdd| of free flight).
-    return code, anchors, jnp.max(jnp.abs(ev.normal)) + jnp.finfo(q.dtype).tiny
+    return code, jnp.max(jnp.abs(ev.normal)) + jnp.finfo(q.dtype).tiny
 
 
 def _messages(contacts, max_switches: int) -> list[str]:

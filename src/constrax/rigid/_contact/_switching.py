@@ -208,7 +208,8 @@ def _check_initial_state(system, contacts, codes, t0, q0, qd0, p, initial_tolera
     tolerance = None if initial_tolerance is None else float(initial_tolerance)
     q0 = check_contacts(contacts, codes, t0, q0, qd0, p, tolerance, _WHERE)
     if initial_tolerance is not None and system.constraints:
-        concrete = not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((q0, qd0, p)))
+        values = jax.lax.stop_gradient((q0, qd0, p))  # what the check reads
+        concrete = not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(values))
         check = _system_rows_jit if concrete else _system_rows
         q0 = check(system, t0, q0, qd0, p, tolerance)
     return q0
