@@ -573,3 +573,71 @@ def test_initial_state_off_the_systems_own_constraints_is_refused_under_jit():
     run = jax.jit(lambda q0: _run(p, q0, qd0, "sliding").q_final)
     with pytest.raises(RUNTIME, match=r"simulate_contacts: the initial state violates constraint"):
         jax.block_until_ready(run(q0))
+
+
+# ----------------------------------------------------------------------------------------
+# The solver of the mode dynamics.
+
+
+def test_contacts_that_cannot_lose_rank_are_solved_by_kkt_with_the_same_dynamics(monkeypatch):
+    """Each contact between a `RigidBody` and a fixed surface, on bodies of their own, and
+    the system's own rows unit quaternions: the rows of every mode are independent, and the
+    mode dynamics use `cx.KKT` (no rank-robust branch in the program). They equal
+    `cx.AutoSolver`'s in every mode (accelerations, normal and tangential reactions), and
+    so does their gradient. A second contact on the same body, a plane carried by a body,
+    or a row of the system's own that is not a unit quaternion keeps `cx.AutoSolver`."""
+    from constrax.rigid._contact import _mode_dynamics as md
+    from constrax.rigid._contact._frictional_contact import ROLLING, SEPARATED, SLIDING
+    from constrax.rigid._contact._switching import DEFAULT_STABILISATION as stab
+
+    p = _params(k=3.0, kz=1.0)
+    q0, qd0 = _state(p, 0.7, spin=2.0)
+    model = md._Model(SYSTEM, (CONTACT,), stab)
+    assert model.solver() == cx.KKT(throw=False)
+    assert md._Model(TWO, tuple(TWO_CONTACTS), stab).solver() == cx.KKT(throw=False)
+    anchors = jnp.array([[1.0, 0.0, 0.0]])
+
+    def evaluate(q, mode):
+        ev = model._evaluate(jnp.array([mode]), 0.3, q, qd0, p, anchors)
+        return jnp.concatenate([ev.qdd, ev.normal, ev.tangential.ravel()])
+
+    def both():
+        values = [evaluate(q0, m) for m in (ROLLING, SLIDING, SEPARATED)]
+        grad = jax.jit(jax.jacrev(lambda q: jnp.sum(evaluate(q, SLIDING) ** 2)))(q0)
+        return values, grad
+
+    kkt, grad_kkt = both()
+    monkeypatch.setattr(md, "_keep_rank", lambda contacts, own: False)
+    assert model.solver() == cx.AutoSolver()
+    auto, grad_auto = both()
+    for a, b in zip(kkt, auto, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    assert float(jnp.max(jnp.abs(kkt[0][-3:]))) > 0.1  # rolling needs a friction force
+    assert float(kkt[1][7]) > 0.0  # sliding: a normal reaction
+    np.testing.assert_allclose(grad_kkt, grad_auto, rtol=1e-10, atol=1e-10)
+    monkeypatch.undo()
+
+    friction = dict(static_friction=0.5, kinetic_friction=0.3)
+    nub = rg.FrictionalContact(BALL, rg.Sphere(0.05), name="nub", **friction)
+    carried = rg.FrictionalContact(
+        BALL2, rg.Sphere(0.1), rg.Plane(body=BALL1), name="on_left", **friction
+    )
+    x = cx.Holonomic(lambda t, q, p: q[:1], name="x")
+    held = cx.System(SYSTEM.lagrangian, [BALL.orientation_constraint(), x])
+    for m in (
+        md._Model(SYSTEM, (CONTACT, nub), stab),
+        md._Model(TWO, (TWO_CONTACTS[0], carried), stab),
+        md._Model(held, (CONTACT,), stab),
+    ):
+        assert m.solver() == cx.AutoSolver()
+
+
+def test_a_quaternion_bodys_orientation_row_is_a_unit_quaternion():
+    """`RigidBody.orientation_constraint()` of a quaternion body: `cx.UnitQuaternion` on
+    the body's quaternion (after its three positions), named after the body; a rotation
+    matrix keeps a `cx.Holonomic` of its orthonormality."""
+    row = BALL2.orientation_constraint()
+    assert isinstance(row, cx.UnitQuaternion)
+    assert row.start == BALL2.offset + 3 and row.name == "right.orientation"
+    matrix = rg.RigidBody(1.0, jnp.ones(3), orientation=rg.RotationMatrix(), name="m")
+    assert isinstance(matrix.orientation_constraint(), cx.Holonomic)

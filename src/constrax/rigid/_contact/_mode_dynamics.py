@@ -60,11 +60,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
+from ..._constraints import distinct_unit_quaternions
 from ..._dynamics import _step
 from ..._layout import row_layout
 from ..._prescriptions import DAlembert
-from ..._solve import AutoSolver, for_rows
+from ..._solve import KKT, AutoSolver, for_rows
 from ..._system import System
+from .._kinematics._body import RigidBody
 from .._kinematics._so3 import safe_rsqrt, safe_sqrt
 from ._frictional_contact import ROLLING, SEPARATED, SLIDING, FrictionalContact
 
@@ -125,6 +127,28 @@ class _Eval(NamedTuple):
     gap_rate: Array  # (N,) their rates, the normal velocities of the contact points
 
 
+def _keep_rank(contacts, own) -> bool:
+    r"""Whether the rows of every mode assignment are independent: each contact between a
+    `RigidBody` and a surface no body carries, on bodies whose coordinates do not overlap,
+    and the system's own rows `cx.UnitQuaternion`s of distinct quaternions outside the
+    bodies' positions. A contact's rows are the velocity of its contact point along its
+    frame, $F(\dot r + \omega\times\Delta)$: in its body's position rates $\dot r$,
+    which no other row reads, they are the orthonormal $F$; the quaternions' rows read only
+    their own quaternions."""
+    if own and not distinct_unit_quaternions(own):
+        return False
+    spans = []
+    for c in contacts:
+        if type(c.body) is not RigidBody or getattr(c.plane, "body", None) is not None:
+            return False
+        spans.append((c.body.offset, c.body.offset + 3 + c.body.orientation.size))
+    spans.sort()
+    if any(a[1] > b[0] for a, b in zip(spans[:-1], spans[1:], strict=True)):
+        return False
+    positions = [range(a, a + 3) for a, _ in spans]
+    return not any(c.start + k in r for c in own for k in range(4) for r in positions)
+
+
 class _Model(eqx.Module):
     """The system, its contacts and the stabilisation: evaluates any mode assignment."""
 
@@ -146,6 +170,16 @@ class _Model(eqx.Module):
             self.system.force,
             dynamics=self.system.dynamics,
         )
+
+    def solver(self):
+        """The saddle-point solver of every mode: `cx.KKT` where no assignment of modes can
+        lose rank (`_keep_rank`), the LU `cx.AutoSolver` would take there, without its
+        rank-robust branch in the program (a tenth of a contact program's compile); else
+        `cx.AutoSolver`. Neither raises inside the run: a state that makes the saddle matrix
+        singular (a non-finite trial step) is a failed step, which the run reports."""
+        if _keep_rank(self.contacts, self.system.constraints):
+            return KKT(throw=False)
+        return for_rows(AutoSolver(), self.full_system().constraints)
 
     def normal_rows(self) -> np.ndarray:
         """`(N,)`: the index of each contact's normal row in `full_system`."""
@@ -180,7 +214,7 @@ class _Model(eqx.Module):
         system = self.full_system()
         mask = row_layout(system, t, q, qd, p).mask
         active = self.active_rows(modes, mask.shape[0])
-        solver = for_rows(AutoSolver(), system.constraints)  # as `_step` takes it
+        solver = self.solver()
         step = _step(
             system,
             DAlembert(),

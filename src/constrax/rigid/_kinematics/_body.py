@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from ..._constraints import Holonomic
+from ..._constraints import Holonomic, UnitQuaternion
 from ..._state import as_float, shape_error
 from ..._tolerances import rounding_tolerance
 from ._orientation import AbstractOrientation, Quaternion, check_rotation
@@ -355,11 +355,15 @@ class RigidBody(AbstractRigidBody):
 
     # -- constraints and states -----------------------------------------------------------
 
-    def orientation_constraint(self) -> Holonomic | None:
-        """`cx.Holonomic` keeping the orientation coordinates on $SO(3)$ (`None` for
-        Euler angles). Named `"<name>.orientation"`."""
+    def orientation_constraint(self) -> Holonomic | UnitQuaternion | None:
+        """The rows keeping the orientation coordinates on $SO(3)$, named
+        `"<name>.orientation"`: a `cx.UnitQuaternion` for a quaternion (its norm row in
+        closed form; rows of distinct quaternions never lose rank, which the solvers use),
+        a `cx.Holonomic` for a rotation matrix, `None` for Euler angles."""
         if self.orientation.num_constraints == 0:
             return None
+        if isinstance(self.orientation, Quaternion):
+            return UnitQuaternion(self.offset + 3, name=f"{self.name}.orientation")
         orientation = self.orientation
 
         def g(t, q, p):
