@@ -96,9 +96,17 @@ def _checked_consistent(qdd, A, b, rtol):
     return checked(qdd, bad, _INCONSISTENT)
 
 
+def diagonal(a):
+    """The diagonal of a square matrix `(n, n)` as a strided slice of its entries: two
+    equations, where `jnp.diagonal` traces a gather of 23 (the solves below take it several
+    times in every evaluation of the dynamics)."""
+    n = a.shape[-1]
+    return jnp.ravel(a)[:: n + 1]
+
+
 def _cholesky_failed(L):
     """Whether a Cholesky factor has a non-finite diagonal (its matrix not positive definite)."""
-    return ~jnp.all(jnp.isfinite(jnp.diagonal(L)))
+    return ~jnp.all(jnp.isfinite(diagonal(L)))
 
 
 class AbstractConstraintSolver(eqx.Module):
@@ -214,7 +222,7 @@ def triangular_solve(T, b, *, lower: bool):
     diagonal is ones (LAPACK's above `SUBSTITUTION_MAX_SIZE`)."""
     if T.shape[0] > SUBSTITUTION_MAX_SIZE:
         return jsl.solve_triangular(T, b, lower=lower)
-    d = jnp.diagonal(T)
+    d = diagonal(T)
     scale = d if b.ndim == 1 else d[:, None]
     if lower:
         return _substitute(T / d[None, :], b, lower=True) / scale
@@ -239,14 +247,14 @@ def _cholesky_jvp(primals, tangents):
     L = cholesky(A)
     Linv = triangular_solve(L, jnp.eye(A.shape[0], dtype=A.dtype), lower=True)
     X = Linv @ (0.5 * (dA + dA.T)) @ Linv.T
-    return L, L @ (jnp.tril(X) - 0.5 * jnp.diag(jnp.diagonal(X)))
+    return L, L @ (jnp.tril(X) - 0.5 * X * np.eye(X.shape[0], dtype=X.dtype))
 
 
 def substitution_solve(lu, perm, r, d=None):
     r"""$K^{-1}r$ from $PK = LU$ (`jax.lax.linalg.lu`'s `lu` and `permutation`):
     $Ly = Pr$, then $D^{-1}Ux = D^{-1}y$ ($D$ the diagonal of $U$, or `d`), by
     `_substitute`."""
-    d = jnp.diagonal(lu) if d is None else d
+    d = diagonal(lu) if d is None else d
     y = _substitute(lu, r[perm], lower=True)
     return _substitute(lu / d[:, None], y / d, lower=False)
 
@@ -259,7 +267,7 @@ def _lu_solve(state: _KKTState, r):
         if state.unit_pivots_if_singular:
             lu = jnp.where(state.singular, jnp.eye(lu.shape[0], dtype=lu.dtype), lu)
         return jsl.lu_solve((lu, state.piv), r)
-    d = jnp.diagonal(lu)
+    d = diagonal(lu)
     if state.unit_pivots_if_singular:
         d = jnp.where(state.singular, jnp.ones_like(d), d)
     if lu.shape[0] > ONE_SYSTEM_LAPACK_MIN_SIZE and jax.default_backend() == "cpu":
@@ -312,7 +320,7 @@ class KKT(AbstractConstraintSolver):
             corner = jnp.zeros((m, m), W.dtype)
         else:
             # A switched-off row is a unit row scaled like W (a pivot of its own size).
-            scale = jax.lax.stop_gradient(jnp.max(jnp.abs(jnp.diagonal(W))))
+            scale = jax.lax.stop_gradient(jnp.max(jnp.abs(diagonal(W))))
             corner = jnp.diag(jnp.asarray(inactive, W.dtype) * scale)
         K = jnp.block([[W, A.T], [A, corner]])
         lu, piv, perm = lapack.lu(jax.lax.stop_gradient(K))
