@@ -382,6 +382,26 @@ def test_trajectory_optimisation_page_quotes_the_committed_scaling_run():
     assert linear > 0.5 and 0.25 < programs < 0.4  # "half of it and more", "about a third"
 
 
+def test_friction_modes_page_quotes_the_committed_contacts_batch_run():
+    """The per-member costs of the batches table are those of
+    `benchmarks/results/contacts_batch_cpu.json`, and identical members cost less than
+    drawn ones (the waiting the page describes)."""
+    result = json.loads((RESULTS / "contacts_batch_cpu.json").read_text())
+    page = (ROOT / "docs" / "concepts" / "friction-modes.md").read_text()
+    by = {(r["case"], r["dtype"]): r for r in result["cases"]}
+    claims = []
+    for case, B in (("bouncing balls", 1024), ("tippe tops", 256)):
+        cells = []
+        for dtype in ("float64", "float32"):
+            r = by[(case, dtype)]
+            assert r["per_member_identical"] < r["per_member_varied"]
+            assert r["statuses"] and set(r["statuses"]) <= {0, 2}  # t1 reached, or the budget
+            cells += [f"{r['per_member_varied']:.2f}", f"{r['per_member_identical']:.2f}"]
+        claims.append(" | ".join(cells) + " |")
+        assert by[(case, "float64")]["B"] == B and f"| {B} {case} (" in page
+    assert missing(page, claims) == []
+
+
 def test_benchmarks_page_quotes_the_committed_contacts_run():
     """The compile times, equation count and eager calls the contact paragraph quotes are
     those of `benchmarks/results/contacts_cpu.json`."""
@@ -392,7 +412,7 @@ def test_benchmarks_page_quotes_the_committed_contacts_run():
         f"compile in {cases['skid']['compile_total_s']:.1f} and "
         f"{cases['bounce']['compile_total_s']:.1f} s and the gradient in "
         f"{cases['skid, grad']['compile_total_s']:.1f} s",
-        f"grown to {cases['skid']['jaxpr_equations']:,}".replace(",", " "),
+        f"is now {cases['skid']['jaxpr_equations']:,}".replace(",", " "),
         f"bouncing ball takes {eager[0]['wall_s']:.1f} s",
         f"instead of 5 takes {eager[2]['wall_s']:.3f} s and one with a new `max_switches` "
         f"{eager[3]['wall_s']:.3f} s",

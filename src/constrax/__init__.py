@@ -63,6 +63,7 @@ from ._prescriptions import (
     DAlembert as DAlembert,
     Vakonomic as Vakonomic,
 )
+from ._root_finder import Chandrupatla as Chandrupatla
 from ._sharding import (
     batch_mesh as batch_mesh,
     pad_batch as pad_batch,

@@ -20,7 +20,8 @@ A segment integrates from where the last one ended to $t_1$, stopped by
 located by a root find on the step's dense output; it saves the requested times it
 covers, switches the contact at fault (`_mode_switch`), logs the switch and carries the
 state across unchanged. A finished run integrates from $t_1$ to $t_1$: no steps, nothing
-changes. The event time is a differentiable function of the parameters and of the initial
+changes; once the run has ended (every member's, under `jax.vmap`) the scan's steps
+are skipped. The event time is a differentiable function of the parameters and of the initial
 state (the implicit function theorem on $\phi(t^*) = 0$, as diffrax differentiates its
 events), so `jax.grad` through the run includes the sensitivity of every switching time.
 """
@@ -30,6 +31,7 @@ from typing import Any, NamedTuple
 
 import diffrax
 import equinox as eqx
+import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array
@@ -271,8 +273,15 @@ def _segment(walk: _Walk, carry: _Carry) -> _Carry:
 
 
 def _step(walk: _Walk, carry: _Carry, j) -> tuple[_Carry, None]:
-    """Step `j` of the scan: boundary `j`, then segment `j` (module docstring)."""
-    return _segment(walk, _boundary(walk, carry, j)), None
+    """Step `j` of the scan: boundary `j`, then segment `j` (module docstring); skipped
+    once the run has ended (under `jax.vmap`, once every member's has), where both would
+    leave the carry as it is."""
+
+    def live(carry):
+        return _segment(walk, _boundary(walk, carry, j))
+
+    ended = eqxi.unvmap_all(carry.done & ~carry.ran & ~carry.fired & carry.ok)
+    return jax.lax.cond(ended, lambda c: c, live, carry), None
 
 
 def _initial_carry(modes0, t0, q0, qd0, anchors0, k: int, S: int) -> _Carry:

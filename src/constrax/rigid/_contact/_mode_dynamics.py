@@ -55,6 +55,7 @@ across the anchor of the order of the step's error is left (`_mode_switch`).
 from typing import NamedTuple
 
 import equinox as eqx
+import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -250,8 +251,10 @@ class _Model(eqx.Module):
             N = jnp.linalg.solve(eye - Y[rows], lam[rows])
             return qdd + X @ N, lam + Y @ N
 
-        # Skipped (at run time) where no contact slides.
-        qdd, lam = jax.lax.cond(jnp.any(sliding), friction, lambda: (qdd, lam))
+        # Skipped (at run time) where no contact slides; under `jax.vmap`, where none
+        # slides in any member of the batch (a member without a sliding contact has D = 0,
+        # X = Y = 0: the friction leaves its accelerations and multipliers as they are).
+        qdd, lam = jax.lax.cond(eqxi.unvmap_any(jnp.any(sliding)), friction, lambda: (qdd, lam))
         rolling = modes == ROLLING
         tangential = jnp.stack(
             [

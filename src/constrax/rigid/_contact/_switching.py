@@ -19,9 +19,10 @@ $$
 
 or, in contact, the normal reaction $N_i$ crosses zero from above (lift-off): diffrax's
 `Event` finds the first sign change of $\min_i\min(\phi_i, N_i)$ and an
-`optimistix.Bisection` root find on the step's dense output locates it (bisection: the
-dynamics' derivative is not traced into the forward run, and a kink of the event function
-within the step cannot stall it). The state is carried
+`cx.Chandrupatla` root find on the step's dense output locates it (a bracketing method:
+the dynamics' derivative is not traced into the forward run, and a kink of the event
+function within the step cannot stall it; superlinear where the function is smooth, 9 to 11
+evaluations of the dynamics where bisection took 32 to 35). The state is carried
 across unchanged (at a touchdown, the velocities jump by the impact's impulse,
 `_impact`), the contact's mode switched, and the next segment starts there. The
 event time is a differentiable function of the parameters and of the initial state (the
@@ -50,6 +51,7 @@ from ..._checks import _concrete_float
 from ..._guards import attach_check
 from ..._initial_state import check_initial_state
 from ..._layout import row_layout
+from ..._root_finder import Chandrupatla
 from ..._stabilisation import Projection
 from ..._state_length import length_mismatch_error
 from ..._system import System
@@ -185,7 +187,7 @@ def _diffrax_options(
         stepsize_controller = diffrax.PIDController(rtol=tol, atol=tol, dtmax=dtmax)
     if root_finder is None:
         tol = max(1e-10, 100 * eps)
-        root_finder = optx.Bisection(rtol=tol, atol=tol, flip=True)
+        root_finder = Chandrupatla(rtol=tol, atol=tol)
     if adjoint is None:
         adjoint = diffrax.RecursiveCheckpointAdjoint()
     return dict(
@@ -306,10 +308,13 @@ def simulate_contacts(
       `rtol = atol =` $10^{-8}$ in float64, steps capped by the stabilisation's rate as
       in `cx.simulate`), `adjoint` (`RecursiveCheckpointAdjoint()`), `max_steps` (per
       segment): passed to `diffrax.diffeqsolve`.
-    - `root_finder`: locates the switches (default `optimistix.Bisection` with
-      `rtol = atol =` $10^{-10}$ in float64 and `flip=True`: every event function falls
-      through zero; a root finder's `atol` bounds the event function's value at the
-      root too, in its own units).
+    - `root_finder`: locates the switches (default `cx.Chandrupatla` with
+      `rtol = atol =` $10^{-10}$ in float64, Chandrupatla's bracketing method, which
+      stops on the width of the bracket; any `optimistix` root finder that takes the
+      step as `options=dict(lower, upper)`, such as
+      `optimistix.Bisection(rtol, atol, flip=True)`: every event function falls through
+      zero; bisection's `atol` bounds the event function's value at the root too, in its
+      own units).
     - `stabilisation`: `cx.Projection(alpha=10.0, beta=0.0)` (default), `cx.Baumgarte`
       or `None` (none); a `Projection` with `beta != 0` is refused (the friction is evaluated at
       the projected velocity, which its position correction would not be).
